@@ -1,0 +1,13 @@
+// Each subcommand of the attncheck CLI lives in its own file and registers itself here.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace attncheck::cli {
+
+/// Adds one subcommand to the app. The callback it installs does the work and
+/// reports failure by throwing (InvalidInput for bad input, CLI::RuntimeError
+/// with an exit code for a failed check).
+void add_explain_command(CLI::App& app);
+
+}  // namespace attncheck::cli

@@ -1,0 +1,27 @@
+// attncheck: verifies and benchmarks scaled dot-product attention.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "attncheck/problem.h"
+#include "commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"attncheck: verifies and benchmarks scaled dot-product attention"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "attncheck 0.1.0");
+  // subcommands are registered here
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const attncheck::InvalidInput& e) {
+    fmt::print(stderr, "attncheck: error: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "attncheck: error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}
