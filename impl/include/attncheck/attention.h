@@ -1,0 +1,57 @@
+// The optimized fused attention: public entry points only; the SIMD kernels
+// live in impl/src/*-inl.h, compiled once per instruction set and chosen at run
+// time (Highway dynamic dispatch).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "attncheck/problem.h"
+
+namespace attncheck {
+
+struct AttentionOptions {
+  /// Worker threads over (batch, head, query block); 0 means one per hardware
+  /// thread. The result is bitwise identical whatever the count.
+  int threads = 1;
+  /// Optional output, [batch][heads][n_q]: each row's natural log-sum-exp of
+  /// its logits L. Empty rows (zero policy) get -inf.
+  float* lse = nullptr;
+};
+
+/// O = softmax((Q Kᵀ · scale + M) / τ) V, fused and tiled with an online softmax.
+///
+/// Shapes (contiguous row-major float32, see problem.h):
+///   q   [batch][heads][n_q][d_k]
+///   k   [batch][heads][n_k][d_k]
+///   v   [batch][heads][n_k][d_v]
+///   out [batch][heads][n_q][d_v]
+/// Validates everything first (attncheck::validate) and throws InvalidInput
+/// without writing `out` or `lse` on bad input.
+void attention(const Problem& problem, const float* q, const float* k, const float* v, float* out,
+               const AttentionOptions& options = {});
+
+/// The nine tables of one (batch, head) slice, each row-major, for diagnosis.
+/// Q n_q×d_k, K n_k×d_k, V n_k×d_v, R = QKᵀ, S = R·scale, M (0 or -inf),
+/// L = (S + M)/τ, A = softmax rows of L, O = A V; R..A are n_q×n_k.
+struct AttentionTables {
+  int64_t n_q = 0, n_k = 0, d_k = 0, d_v = 0;
+  std::vector<float> Q, K, V, R, S, M, L, A, O;
+};
+
+/// Computes the nine tables of slice (b, h) in fp32, materialising every
+/// n_q×n_k matrix (slow; for diagnosis only). Same validation as attention().
+AttentionTables attention_tables(const Problem& problem, const float* q, const float* k,
+                                 const float* v, int64_t b, int64_t h);
+
+/// SIMD targets compiled into this binary and supported by this CPU, best first
+/// (Highway names, e.g. "AVX3", "AVX2", "SSE4", "EMU128").
+std::vector<std::string> available_targets();
+/// The target attention() dispatches to now.
+std::string active_target();
+/// Restricts dispatch to the named target (one of available_targets());
+/// throws InvalidInput naming the option for an unknown or unsupported name.
+/// An empty name restores the best target.
+void force_target(const std::string& name);
+
+}  // namespace attncheck

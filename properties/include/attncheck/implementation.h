@@ -1,0 +1,68 @@
+// An attention implementation as the property suite sees it: what it supports
+// and a forward call. The reference, the fused path, the naive peers, the
+// mutants, plugins and subprocesses all plug in through this interface.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+#include "attncheck/problem.h"
+
+namespace attncheck {
+
+/// What an implementation supports. Bits mirror ATTN_FEATURE_* of the plugin
+/// ABI; a property only generates problems an implementation declares.
+struct Capabilities {
+  bool cross = true;                ///< n_q != n_k
+  bool dv_ne_dk = true;             ///< d_v != d_k
+  bool batch_heads = true;          ///< batch or heads > 1
+  bool scale = true;                ///< a scale other than 1/√d_k
+  bool temperature = true;          ///< τ != 1
+  bool causal_top_left = true;
+  bool causal_bottom_right = true;
+  bool key_padding = true;          ///< per-batch key lengths
+  bool explicit_mask = true;
+  bool empty_row_reject = true;     ///< rejects empty rows with InvalidInput
+  bool empty_row_zero = true;       ///< outputs zeros for empty rows
+  bool weights = false;             ///< can return A
+  bool threads = false;             ///< honours a thread count
+};
+
+/// The accuracy class an implementation claims; the tolerance model uses its
+/// unit roundoff.
+enum class Precision { fp32, bf16, fp16, fp64, extended, multiprecision };
+double unit_roundoff(Precision p);
+std::string to_string(Precision p);
+
+/// How an implementation failed other than by a wrong answer. Thrown by
+/// forward() of implementations that run out of process (plugins, exec:).
+class ImplementationFault : public std::runtime_error {
+ public:
+  enum class Kind { crashed, timed_out, wrote_out_of_bounds, wrote_input, left_output_unwritten, protocol };
+  ImplementationFault(Kind kind, const std::string& detail)
+      : std::runtime_error(detail), kind_(kind) {}
+  Kind kind() const { return kind_; }
+
+ private:
+  Kind kind_;
+};
+
+class Implementation {
+ public:
+  virtual ~Implementation() = default;
+  virtual std::string name() const = 0;
+  virtual Capabilities capabilities() const = 0;
+  virtual Precision precision() const = 0;
+
+  /// Computes O into `out` ([batch][heads][n_q][d_v]) and, when `weights` is
+  /// not empty (only asked when capabilities().weights), A into it
+  /// ([batch][heads][n_q][n_k]). `threads` is a hint honoured when
+  /// capabilities().threads. Rejects bad input by throwing InvalidInput.
+  virtual void forward(const Problem& problem, std::span<const float> q,
+                       std::span<const float> k, std::span<const float> v,
+                       std::span<float> out, std::span<float> weights, int threads) = 0;
+};
+
+}  // namespace attncheck
