@@ -1,0 +1,337 @@
+// Per-target kernels of the fused attention. attention_kernels.cpp includes
+// this file once per instruction set through hwy/foreach_target.h, so the
+// include guard toggles with HWY_TARGET_TOGGLE instead of #pragma once.
+//
+// Work is split into items (batch, head, chunk of kChunkRows query rows). For
+// each item the rows are pre-multiplied by scale/τ, then the keys are walked
+// in panels of kPanelKeys; each panel meets each tile of kTileRows query rows:
+//   1. scores  S[tile][panel] = Q_tile · Kᵀ_panel (Kᵀ packed per slice, so a
+//      vector of keys is Σ_x broadcast(q[r][x]) · Kᵀ[x][keys]);
+//   2. masks   only where the panel crosses a row's key limit or an explicit
+//      mask is present; panels wholly past every row's limit are skipped;
+//   3. softmax the online update: running max m, running sum l, and the
+//      factor alpha = exp(m_old - m_new) that rescales the partial output;
+//   4. output  O_tile = alpha · O_tile + P · V_panel (lanes over d_v).
+// Nothing of size n_q × n_k exists: per thread the extra memory is the packed
+// Kᵀ (and V when d_v needs padding) of one slice plus O(kChunkRows · d).
+
+#if defined(ATTNCHECK_IMPL_ATTENTION_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef ATTNCHECK_IMPL_ATTENTION_INL_H_
+#undef ATTNCHECK_IMPL_ATTENTION_INL_H_
+#else
+#define ATTNCHECK_IMPL_ATTENTION_INL_H_
+#endif
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <new>
+
+#include "hwy/aligned_allocator.h"
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+#include "kernel_args.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace attncheck::detail::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+constexpr size_t kPanelKeys = 64;    // keys per block: one packed Kᵀ panel [d_k][64]
+constexpr size_t kTileRows = 16;     // query rows sharing one score tile
+constexpr size_t kGroupRows = 4;     // rows per register block of the micro-kernels
+constexpr size_t kGroupVecs = 4;     // vectors per register block of the micro-kernels
+constexpr size_t kChunk = static_cast<size_t>(kChunkRows);
+static_assert(kChunk % kTileRows == 0 && kTileRows % kGroupRows == 0);
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// s[r][0 .. kVecs·N) = Σ_x q[r][x] · kt[x][0 .. kVecs·N) for kGroupRows rows.
+// q has row stride dk; kt and s have row stride kPanelKeys.
+template <size_t kVecs>
+HWY_INLINE void ScoreGroup(DF d, const float* HWY_RESTRICT q, size_t dk,
+                           const float* HWY_RESTRICT kt, float* HWY_RESTRICT s) {
+  const size_t N = hn::Lanes(d);
+  VF acc[kGroupRows][kVecs];
+  for (size_t r = 0; r < kGroupRows; ++r)
+    for (size_t c = 0; c < kVecs; ++c) acc[r][c] = hn::Zero(d);
+  for (size_t x = 0; x < dk; ++x) {
+    const float* HWY_RESTRICT krow = kt + x * kPanelKeys;
+    VF kv[kVecs];
+    for (size_t c = 0; c < kVecs; ++c) kv[c] = hn::Load(d, krow + c * N);
+    for (size_t r = 0; r < kGroupRows; ++r) {
+      const VF qv = hn::Set(d, q[r * dk + x]);
+      for (size_t c = 0; c < kVecs; ++c) acc[r][c] = hn::MulAdd(qv, kv[c], acc[r][c]);
+    }
+  }
+  for (size_t r = 0; r < kGroupRows; ++r)
+    for (size_t c = 0; c < kVecs; ++c) hn::Store(acc[r][c], d, s + r * kPanelKeys + c * N);
+}
+
+// Scores of one tile (kTileRows rows) against one panel (kPanelKeys keys).
+HWY_INLINE void ScoreTile(DF d, const float* HWY_RESTRICT q, size_t dk,
+                          const float* HWY_RESTRICT panel, float* HWY_RESTRICT s) {
+  const size_t N = hn::Lanes(d);
+  const size_t vecs = kPanelKeys / N;
+  for (size_t g = 0; g < kTileRows; g += kGroupRows) {
+    const float* qg = q + g * dk;
+    float* sg = s + g * kPanelKeys;
+    size_t c = 0;
+    for (; c + kGroupVecs <= vecs; c += kGroupVecs)
+      ScoreGroup<kGroupVecs>(d, qg, dk, panel + c * N, sg + c * N);
+    for (; c < vecs; ++c) ScoreGroup<1>(d, qg, dk, panel + c * N, sg + c * N);
+  }
+}
+
+// Sets to -inf every score of the tile whose key is not readable: at or past
+// the row's key limit, or refused by the explicit mask (row stride n_k).
+// Rows of the tile past the chunk's end have limit 0, so they are fully masked.
+HWY_INLINE void MaskTile(float* HWY_RESTRICT s, const int64_t* limits, int64_t j0,
+                         const uint8_t* mask, size_t nk, size_t rows) {
+  for (size_t r = 0; r < kTileRows; ++r) {
+    float* row = s + r * kPanelKeys;
+    const int64_t limit = limits[r];
+    const uint8_t* mrow = mask && r < rows ? mask + r * nk : nullptr;
+    for (size_t j = 0; j < kPanelKeys; ++j) {
+      const int64_t key = j0 + static_cast<int64_t>(j);
+      const bool readable = key < limit && (mrow == nullptr || mrow[j] != 0);
+      if (!readable) row[j] = kNegInf;
+    }
+  }
+}
+
+// Online softmax over one tile: turns each row of scores into exp(s - m_new),
+// updates the running max m and sum l, and leaves in alpha the factor by which
+// the row's partial output must be rescaled.
+HWY_INLINE void SoftmaxTile(DF d, float* HWY_RESTRICT s, float* HWY_RESTRICT m,
+                            float* HWY_RESTRICT l, float* HWY_RESTRICT alpha) {
+  const size_t N = hn::Lanes(d);
+  const size_t vecs = kPanelKeys / N;
+  for (size_t r = 0; r < kTileRows; ++r) {
+    float* row = s + r * kPanelKeys;
+    VF vmax = hn::Load(d, row);
+    for (size_t c = 1; c < vecs; ++c) vmax = hn::Max(vmax, hn::Load(d, row + c * N));
+    const float row_max = hn::GetLane(hn::MaxOfLanes(d, vmax));
+    const float m_new = std::max(m[r], row_max);
+    if (m_new == kNegInf) {
+      // Nothing readable yet for this row: no weights, output stays zero.
+      for (size_t c = 0; c < vecs; ++c) hn::Store(hn::Zero(d), d, row + c * N);
+      alpha[r] = 1.0f;
+      continue;
+    }
+    alpha[r] = std::exp(m[r] - m_new);  // exp(-inf) = 0 on the first readable block
+    const VF shift = hn::Set(d, m_new);
+    VF sum = hn::Zero(d);
+    for (size_t c = 0; c < vecs; ++c) {
+      // Masked scores are -inf; hn::Exp returns exactly 0 for them.
+      const VF p = hn::Exp(d, hn::Sub(hn::Load(d, row + c * N), shift));
+      hn::Store(p, d, row + c * N);
+      sum = hn::Add(sum, p);
+    }
+    l[r] = l[r] * alpha[r] + hn::GetLane(hn::SumOfLanes(d, sum));
+    m[r] = m_new;
+  }
+}
+
+// o[r][0 .. kVecs·N) = alpha[r] · o[r][...] + Σ_{j<kcount} p[r][j] · v[j][...]
+// for kGroupRows rows. p has row stride kPanelKeys, v stride vs, o stride os.
+template <size_t kVecs>
+HWY_INLINE void AccumulateGroup(DF d, const float* HWY_RESTRICT p, size_t kcount,
+                                const float* HWY_RESTRICT v, size_t vs, float* HWY_RESTRICT o,
+                                size_t os, const float* HWY_RESTRICT alpha) {
+  const size_t N = hn::Lanes(d);
+  VF acc[kGroupRows][kVecs];
+  for (size_t r = 0; r < kGroupRows; ++r) {
+    const VF a = hn::Set(d, alpha[r]);
+    for (size_t c = 0; c < kVecs; ++c) acc[r][c] = hn::Mul(hn::Load(d, o + r * os + c * N), a);
+  }
+  for (size_t j = 0; j < kcount; ++j) {
+    const float* HWY_RESTRICT vrow = v + j * vs;
+    VF vv[kVecs];
+    for (size_t c = 0; c < kVecs; ++c) vv[c] = hn::LoadU(d, vrow + c * N);
+    for (size_t r = 0; r < kGroupRows; ++r) {
+      const VF pv = hn::Set(d, p[r * kPanelKeys + j]);
+      for (size_t c = 0; c < kVecs; ++c) acc[r][c] = hn::MulAdd(pv, vv[c], acc[r][c]);
+    }
+  }
+  for (size_t r = 0; r < kGroupRows; ++r)
+    for (size_t c = 0; c < kVecs; ++c) hn::Store(acc[r][c], d, o + r * os + c * N);
+}
+
+// The output update of one tile over one panel, d_v in register blocks.
+HWY_INLINE void AccumulateTile(DF d, const float* HWY_RESTRICT p, size_t kcount,
+                               const float* HWY_RESTRICT v, size_t vs, float* HWY_RESTRICT o,
+                               size_t dvp, const float* HWY_RESTRICT alpha) {
+  const size_t N = hn::Lanes(d);
+  const size_t vecs = dvp / N;
+  for (size_t g = 0; g < kTileRows; g += kGroupRows) {
+    const float* pg = p + g * kPanelKeys;
+    float* og = o + g * dvp;
+    size_t c = 0;
+    for (; c + kGroupVecs <= vecs; c += kGroupVecs)
+      AccumulateGroup<kGroupVecs>(d, pg, kcount, v + c * N, vs, og + c * N, dvp, alpha + g);
+    switch (vecs - c) {
+      case 3: AccumulateGroup<3>(d, pg, kcount, v + c * N, vs, og + c * N, dvp, alpha + g); break;
+      case 2: AccumulateGroup<2>(d, pg, kcount, v + c * N, vs, og + c * N, dvp, alpha + g); break;
+      case 1: AccumulateGroup<1>(d, pg, kcount, v + c * N, vs, og + c * N, dvp, alpha + g); break;
+      default: break;
+    }
+  }
+}
+
+template <typename T>
+hwy::AlignedFreeUniquePtr<T[]> Allocate(size_t count) {
+  auto ptr = hwy::AllocateAligned<T>(std::max<size_t>(count, 1));
+  if (!ptr) throw std::bad_alloc();
+  return ptr;
+}
+
+// One worker's buffers, allocated once per call and reused for every item.
+class Worker {
+ public:
+  explicit Worker(const KernelArgs& args) : a_(args), p_(*args.problem) {
+    const Shape& sh = p_.shape;
+    dk_ = static_cast<size_t>(sh.d_k);
+    dv_ = static_cast<size_t>(sh.d_v);
+    nq_ = static_cast<size_t>(sh.n_q);
+    nk_ = static_cast<size_t>(sh.n_k);
+    const size_t N = hn::Lanes(d_);
+    dvp_ = hwy::DivCeil(dv_, N) * N;
+    panels_ = hwy::DivCeil(nk_, kPanelKeys);
+    kt_ = Allocate<float>(panels_ * kPanelKeys * dk_);
+    if (dvp_ != dv_) vpad_ = Allocate<float>(panels_ * kPanelKeys * dvp_);
+    q_ = Allocate<float>(kChunk * dk_);
+    o_ = Allocate<float>(kChunk * dvp_);
+    s_ = Allocate<float>(kTileRows * kPanelKeys);
+    m_ = Allocate<float>(kChunk);
+    l_ = Allocate<float>(kChunk);
+    alpha_ = Allocate<float>(kChunk);
+    limits_ = Allocate<int64_t>(kChunk);
+  }
+
+  void Run(std::atomic<int64_t>& next) {
+    int64_t packed_slice = -1;
+    for (;;) {
+      const int64_t item = next.fetch_add(1, std::memory_order_relaxed);
+      if (item >= a_.total_items) return;
+      const int64_t slice = item / a_.chunks_per_slice;
+      const int64_t chunk = item % a_.chunks_per_slice;
+      if (slice != packed_slice) {
+        PackSlice(slice);
+        packed_slice = slice;
+      }
+      ProcessChunk(slice, chunk);
+    }
+  }
+
+ private:
+  // Kᵀ of the slice in panels [d_k][kPanelKeys], keys past n_k zero; V padded
+  // to dvp columns (and whole panels) when d_v is not a multiple of the lanes.
+  void PackSlice(int64_t slice) {
+    const float* k = a_.k + static_cast<size_t>(slice) * nk_ * dk_;
+    float* kt = kt_.get();
+    for (size_t pi = 0; pi < panels_; ++pi) {
+      float* panel = kt + pi * dk_ * kPanelKeys;
+      for (size_t j = 0; j < kPanelKeys; ++j) {
+        const size_t key = pi * kPanelKeys + j;
+        for (size_t x = 0; x < dk_; ++x)
+          panel[x * kPanelKeys + j] = key < nk_ ? k[key * dk_ + x] : 0.0f;
+      }
+    }
+    const float* v = a_.v + static_cast<size_t>(slice) * nk_ * dv_;
+    if (vpad_) {
+      float* vp = vpad_.get();
+      for (size_t key = 0; key < panels_ * kPanelKeys; ++key)
+        for (size_t c = 0; c < dvp_; ++c)
+          vp[key * dvp_ + c] = key < nk_ && c < dv_ ? v[key * dv_ + c] : 0.0f;
+      v_ = vp;
+      vs_ = dvp_;
+    } else {
+      v_ = v;
+      vs_ = dv_;
+    }
+  }
+
+  void ProcessChunk(int64_t slice, int64_t chunk) {
+    const int64_t heads = p_.shape.heads;
+    const int64_t b = slice / heads;
+    const int64_t h = slice % heads;
+    const size_t r0 = static_cast<size_t>(chunk) * kChunk;
+    const size_t rows = std::min(kChunk, nq_ - r0);
+    const size_t tiles = hwy::DivCeil(rows, kTileRows);
+    const size_t slice_z = static_cast<size_t>(slice);
+
+    // Q rows times scale/τ; rows past the chunk's end are zero (and discarded).
+    const float* q = a_.q + (slice_z * nq_ + r0) * dk_;
+    for (size_t r = 0; r < tiles * kTileRows; ++r)
+      for (size_t x = 0; x < dk_; ++x)
+        q_[r * dk_ + x] = r < rows ? q[r * dk_ + x] * a_.multiplier : 0.0f;
+    for (size_t r = 0; r < tiles * kTileRows; ++r) {
+      limits_[r] = r < rows ? key_limit(p_, b, static_cast<int64_t>(r0 + r)) : 0;
+      m_[r] = kNegInf;
+      l_[r] = 0.0f;
+    }
+    std::fill(o_.get(), o_.get() + tiles * kTileRows * dvp_, 0.0f);
+
+    const uint8_t* mask = nullptr;
+    if (p_.mask) {
+      const ExplicitMask& em = *p_.mask;
+      const size_t mb = em.batch == 1 ? 0 : static_cast<size_t>(b);
+      const size_t mh = em.heads == 1 ? 0 : static_cast<size_t>(h);
+      mask = em.allowed.data() + ((mb * static_cast<size_t>(em.heads) + mh) * nq_ + r0) * nk_;
+    }
+
+    for (size_t pi = 0; pi < panels_; ++pi) {
+      const int64_t j0 = static_cast<int64_t>(pi * kPanelKeys);
+      const size_t kcount = std::min(kPanelKeys, nk_ - pi * kPanelKeys);
+      const float* panel = kt_.get() + pi * dk_ * kPanelKeys;
+      const float* vpanel = v_ + pi * kPanelKeys * vs_;
+      for (size_t t = 0; t < tiles; ++t) {
+        const size_t tr0 = t * kTileRows;
+        const size_t trows = std::min(kTileRows, rows - tr0);
+        const int64_t* lim = limits_.get() + tr0;
+        const int64_t lo = *std::min_element(lim, lim + trows);
+        const int64_t hi = *std::max_element(lim, lim + trows);
+        if (j0 >= hi) continue;  // causal or padded: no row of the tile reads this panel
+        ScoreTile(d_, q_.get() + tr0 * dk_, dk_, panel, s_.get());
+        if (mask || j0 + static_cast<int64_t>(kPanelKeys) > lo)
+          MaskTile(s_.get(), lim, j0, mask ? mask + tr0 * nk_ + pi * kPanelKeys : nullptr, nk_,
+                   trows);
+        SoftmaxTile(d_, s_.get(), m_.get() + tr0, l_.get() + tr0, alpha_.get() + tr0);
+        AccumulateTile(d_, s_.get(), kcount, vpanel, vs_, o_.get() + tr0 * dvp_, dvp_,
+                       alpha_.get() + tr0);
+      }
+    }
+
+    float* out = a_.out + (slice_z * nq_ + r0) * dv_;
+    for (size_t r = 0; r < rows; ++r) {
+      const float* o = o_.get() + r * dvp_;
+      const float l = l_[r];
+      if (l > 0.0f) {
+        for (size_t c = 0; c < dv_; ++c) out[r * dv_ + c] = o[c] / l;
+      } else {  // empty row under the zero policy
+        for (size_t c = 0; c < dv_; ++c) out[r * dv_ + c] = 0.0f;
+      }
+      if (a_.lse) a_.lse[slice_z * nq_ + r0 + r] = l > 0.0f ? m_[r] + std::log(l) : kNegInf;
+    }
+  }
+
+  const KernelArgs& a_;
+  const Problem& p_;
+  DF d_;
+  size_t dk_ = 0, dv_ = 0, dvp_ = 0, nq_ = 0, nk_ = 0, panels_ = 0;
+  hwy::AlignedFreeUniquePtr<float[]> kt_, vpad_, q_, o_, s_, m_, l_, alpha_;
+  hwy::AlignedFreeUniquePtr<int64_t[]> limits_;
+  const float* v_ = nullptr;  // V of the packed slice (input or vpad_)
+  size_t vs_ = 0;             // its row stride
+};
+
+}  // namespace attncheck::detail::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard toggle
