@@ -1,0 +1,344 @@
+// The client of the subprocess protocol (docs/protocol.md): one persistent
+// child started with /bin/sh -c COMMAND, a handshake line, then per case a
+// JSON header line and raw little-endian float32 payloads each way.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <bit>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <system_error>
+
+#include "abi.h"
+#include "attn_plugin.h"
+#include "attncheck/plugin.h"
+
+namespace attncheck {
+namespace {
+
+static_assert(std::endian::native == std::endian::little,
+              "the protocol's payloads are little-endian float32, copied as they are");
+
+using namespace plugin_detail;
+using Clock = std::chrono::steady_clock;
+using Kind = ImplementationFault::Kind;
+using json = nlohmann::json;
+
+constexpr size_t kMaxLine = 1 << 20;
+
+// Printable excerpt of what a child sent, for error messages.
+std::string excerpt(std::string_view text) {
+  std::string shown;
+  for (char c : text.substr(0, 80)) {
+    if (c >= 32 && c < 127) shown += c;
+    else shown += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+  }
+  return text.size() > 80 ? shown + "..." : shown;
+}
+
+class ExecImplementation final : public Implementation {
+ public:
+  ExecImplementation(std::string command, OutOfProcessOptions options)
+      : command_(std::move(command)), options_(options) {
+    try {
+      start();
+    } catch (const ImplementationFault& fault) {
+      throw InvalidInput(fmt::format("exec:{}: {}", command_, fault.what()));
+    }
+  }
+  ~ExecImplementation() override { stop(/*graceful=*/true); }
+
+  std::string name() const override { return name_; }
+  Capabilities capabilities() const override { return capabilities_from_features(features_); }
+  Precision precision() const override { return precision_; }
+
+  void forward(const Problem& p, std::span<const float> q, std::span<const float> k,
+               std::span<const float> v, std::span<float> out, std::span<float> weights,
+               int /*threads*/) override {
+    check_structure(p, q, k, v, out, weights);
+    check_declared(p, features_, !weights.empty(), "exec " + name_);
+    if (pid_ < 0) start();  // after a fault the child was stopped; start a fresh one
+    context_ = fmt::format("exec {} on {}", name_, canonical_name(p));
+    deadline_ = Clock::now() + std::chrono::milliseconds(options_.timeout_ms);
+    timeout_used_ = options_.timeout_ms;
+
+    const ExplicitMask mask = abi_mask(p);
+    const Shape& s = p.shape;
+    const uint64_t id = next_id_++;
+    json header = {{"id", id},
+                   {"batch", s.batch},
+                   {"heads", s.heads},
+                   {"n_q", s.n_q},
+                   {"n_k", s.n_k},
+                   {"d_k", s.d_k},
+                   {"d_v", s.d_v},
+                   {"scale", p.effective_scale()},
+                   {"temperature", p.temperature},
+                   {"mask_kind", mask_kind_name(mask_kind(p))},
+                   {"mask_batch", p.mask ? mask.batch : 1},
+                   {"mask_heads", p.mask ? mask.heads : 1},
+                   {"key_lengths", p.key_lengths.empty() ? json(nullptr) : json(p.key_lengths)},
+                   {"empty_row_policy", p.empty_rows == EmptyRowPolicy::zero ? "zero" : "reject"},
+                   {"weights", !weights.empty()}};
+    send_all(header.dump() + "\n");
+    send_all(std::string_view(reinterpret_cast<const char*>(q.data()), q.size_bytes()));
+    send_all(std::string_view(reinterpret_cast<const char*>(k.data()), k.size_bytes()));
+    send_all(std::string_view(reinterpret_cast<const char*>(v.data()), v.size_bytes()));
+    if (p.mask)
+      send_all(std::string_view(reinterpret_cast<const char*>(mask.allowed.data()), mask.allowed.size()));
+
+    const json reply = parse_line(read_line("the reply header"), "reply header");
+    if (!reply.is_object() || !reply.contains("id") || reply["id"] != id)
+      fail(Kind::protocol, fmt::format("reply header has no \"id\": {} (expected {})", excerpt(reply.dump()), id));
+    const std::string status = reply.value("status", "");
+    const std::string message = reply.contains("message") && reply["message"].is_string()
+                                    ? reply["message"].get<std::string>()
+                                    : std::string();
+    if (status == "invalid")
+      throw InvalidInput(fmt::format("exec {}: {}", name_, message.empty() ? "input rejected" : message));
+    if (status == "unsupported")
+      fail(Kind::protocol, fmt::format("answered \"unsupported\" although it declares every feature "
+                                       "the problem needs ({})", message), /*keep_child=*/true);
+    if (status == "error")
+      throw std::runtime_error(fmt::format("{}: internal error: {}", context_, message));
+    if (status != "ok")
+      fail(Kind::protocol, fmt::format("reply status is \"{}\"; expected ok, invalid, unsupported "
+                                       "or error", excerpt(status)));
+    // Read into scratch first: nothing reaches the caller's buffers from a failed call.
+    std::string payload = read_bytes(out.size_bytes() + weights.size_bytes(), "the output payload");
+    std::memcpy(out.data(), payload.data(), out.size_bytes());
+    if (!weights.empty())
+      std::memcpy(weights.data(), payload.data() + out.size_bytes(), weights.size_bytes());
+  }
+
+ private:
+  [[noreturn]] void fail(Kind kind, const std::string& detail, bool keep_child = false) {
+    if (!keep_child) stop(/*graceful=*/false);
+    throw ImplementationFault(kind, fmt::format("{}: {}", context_, detail));
+  }
+
+  void start() {
+    context_ = fmt::format("exec {}", command_);
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+      throw std::system_error(errno, std::generic_category(), "socketpair");
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    if (pid < 0) {
+      close(sv[0]);
+      close(sv[1]);
+      throw std::system_error(errno, std::generic_category(), "fork");
+    }
+    if (pid == 0) {
+      // The child's stdin and stdout are one end of the socket; stderr is ours.
+      setpgid(0, 0);
+      dup2(sv[1], 0);
+      dup2(sv[1], 1);
+      execl("/bin/sh", "sh", "-c", command_.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    setpgid(pid, pid);
+    close(sv[1]);
+    pid_ = pid;
+    fd_ = sv[0];
+    buffer_.clear();
+    deadline_ = Clock::now() + std::chrono::milliseconds(options_.startup_timeout_ms);
+    timeout_used_ = options_.startup_timeout_ms;
+
+    const json hello = parse_line(read_line("the handshake line"), "handshake");
+    if (!hello.is_object()) fail(Kind::protocol, "the handshake is not a JSON object");
+    const auto field = [&](const char* key) -> const json& {
+      if (!hello.contains(key)) fail(Kind::protocol, fmt::format("the handshake has no \"{}\"", key));
+      return hello[key];
+    };
+    const json& version = field("abi_version");
+    if (!version.is_number_integer() || version.get<int64_t>() != ATTN_PLUGIN_ABI_VERSION)
+      fail(Kind::protocol, fmt::format("speaks protocol/ABI version {}, but this attncheck speaks "
+                                       "version {}", excerpt(version.dump()), ATTN_PLUGIN_ABI_VERSION));
+    const json& name = field("name");
+    if (!name.is_string() || name.get<std::string>().empty())
+      fail(Kind::protocol, "the handshake's \"name\" must be a non-empty string");
+    uint32_t features = 0;
+    const json& list = field("features");
+    if (!list.is_array()) fail(Kind::protocol, "the handshake's \"features\" must be an array of names");
+    for (const json& f : list) {
+      const auto& names = feature_names();
+      const auto it = f.is_string() ? std::find(names.begin(), names.end(), f.get<std::string>())
+                                    : names.end();
+      if (it == names.end())
+        fail(Kind::protocol, fmt::format("unknown feature {} in the handshake (known: {})",
+                                         excerpt(f.dump()), fmt::join(names, ", ")));
+      features |= 1u << (it - names.begin());
+    }
+    const json& precision = field("precision");
+    const int32_t code = precision.is_string() ? precision_from_name(precision.get<std::string>()) : -1;
+    if (code < 0)
+      fail(Kind::protocol, fmt::format("precision {} is not \"fp32\", \"bf16\" or \"fp16\"",
+                                       excerpt(precision.dump())));
+    // A restarted child must describe the same implementation.
+    if (started_ && (name.get<std::string>() != name_ || features != features_))
+      fail(Kind::protocol, "a restarted child sent a different handshake");
+    name_ = name.get<std::string>();
+    features_ = features;
+    precision_ = precision_from_abi(code, "exec " + command_);
+    started_ = true;
+  }
+
+  void stop(bool graceful) {
+    if (pid_ < 0) return;
+    if (fd_ >= 0) close(fd_);  // end of input: a well-behaved child exits
+    fd_ = -1;
+    int status = 0;
+    bool gone = false;
+    for (int i = 0; graceful && i < 50 && !gone; ++i) {
+      gone = waitpid(pid_, &status, WNOHANG) == pid_;
+      if (!gone) usleep(10000);
+    }
+    if (!gone) {
+      kill(-pid_, SIGKILL);
+      kill(pid_, SIGKILL);
+      while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+      }
+    }
+    pid_ = -1;
+  }
+
+  // How the child ended, after it closed its end; waits briefly for it.
+  std::string child_end() {
+    int status = 0;
+    pid_t got = 0;
+    for (int i = 0; i < 100 && got == 0; ++i) {
+      got = waitpid(pid_, &status, WNOHANG);
+      if (got == 0) usleep(10000);
+    }
+    if (got != pid_) return "closed its output";
+    pid_ = -1;
+    if (WIFSIGNALED(status)) {
+      const char* sig = strsignal(WTERMSIG(status));
+      return fmt::format("was killed by signal {} ({})", WTERMSIG(status), sig ? sig : "unknown");
+    }
+    const int code = WEXITSTATUS(status);
+    if (code > 128 && code < 128 + 65) {
+      // /bin/sh reports a command killed by signal N as status 128 + N.
+      const char* sig = strsignal(code - 128);
+      return fmt::format("exited with status {} (its command was killed by signal {} ({}))", code,
+                         code - 128, sig ? sig : "unknown");
+    }
+    return fmt::format("exited with status {}", code);
+  }
+
+  int wait_ready(short events, const std::string& what) {
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now()).count();
+      if (left <= 0)
+        fail(Kind::timed_out, fmt::format("no progress on {} within {} ms; the child was killed", what,
+                                          timeout_used_));
+      pollfd pfd{fd_, events, 0};
+      const int n = poll(&pfd, 1, static_cast<int>(std::min<long long>(left, 1000)));
+      if (n > 0) return pfd.revents;
+      if (n < 0 && errno != EINTR) fail(Kind::protocol, fmt::format("poll: {}", std::strerror(errno)));
+    }
+  }
+
+  // Reads what is available into buffer_; false at end of stream.
+  bool receive(const std::string& what) {
+    wait_ready(POLLIN, what);
+    char chunk[65536];
+    const ssize_t n = recv(fd_, chunk, sizeof chunk, MSG_DONTWAIT);
+    if (n > 0) {
+      buffer_.append(chunk, static_cast<size_t>(n));
+      return true;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
+    return false;
+  }
+
+  void send_all(std::string_view data) {
+    while (!data.empty()) {
+      const int revents = wait_ready(POLLOUT | POLLIN, "sending the case");
+      if (revents & POLLIN) {
+        // The child speaks before it has read the whole case: it died, or it is off-protocol.
+        if (!receive("sending the case"))
+          fail(Kind::crashed, fmt::format("the child {} while the case was being sent", child_end()));
+        fail(Kind::protocol, fmt::format("the child wrote before reading the whole case: \"{}\"",
+                                         excerpt(buffer_)));
+      }
+      const ssize_t n = send(fd_, data.data(), data.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n > 0) data.remove_prefix(static_cast<size_t>(n));
+      else if (n < 0 && errno != EAGAIN && errno != EINTR)
+        fail(Kind::crashed, fmt::format("the child {} while the case was being sent ({})", child_end(),
+                                        std::strerror(errno)));
+    }
+  }
+
+  std::string read_line(const std::string& what) {
+    size_t newline;
+    while ((newline = buffer_.find('\n')) == std::string::npos) {
+      if (buffer_.size() > kMaxLine)
+        fail(Kind::protocol, fmt::format("{} is longer than {} bytes: \"{}\"", what, kMaxLine, excerpt(buffer_)));
+      if (!receive(what)) {
+        const std::string end = child_end();
+        fail(Kind::crashed, buffer_.empty() ? fmt::format("the child {} before sending {}", end, what)
+                                            : fmt::format("the child {} after a partial {}: \"{}\"",
+                                                          end, what, excerpt(buffer_)));
+      }
+    }
+    std::string line = buffer_.substr(0, newline);
+    buffer_.erase(0, newline + 1);
+    return line;
+  }
+
+  std::string read_bytes(size_t count, const std::string& what) {
+    while (buffer_.size() < count) {
+      if (!receive(what)) {
+        const std::string end = child_end();
+        fail(Kind::crashed, fmt::format("the child {} after {} of the {} bytes of {} (truncated)", end,
+                                        buffer_.size(), count, what));
+      }
+    }
+    std::string data = buffer_.substr(0, count);
+    buffer_.erase(0, count);
+    return data;
+  }
+
+  json parse_line(const std::string& line, const std::string& what) {
+    json parsed = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_discarded())
+      fail(Kind::protocol, fmt::format("the {} is not JSON: \"{}\"", what, excerpt(line)));
+    return parsed;
+  }
+
+  std::string command_;
+  OutOfProcessOptions options_;
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  std::string buffer_;
+  std::string name_;
+  uint32_t features_ = 0;
+  Precision precision_ = Precision::fp32;
+  bool started_ = false;
+  uint64_t next_id_ = 1;
+  std::string context_;
+  Clock::time_point deadline_;
+  int timeout_used_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Implementation> start_exec(const std::string& command,
+                                           const OutOfProcessOptions& options) {
+  if (command.empty()) throw InvalidInput("exec: the command is empty (use exec:'COMMAND')");
+  if (options.timeout_ms <= 0 || options.startup_timeout_ms <= 0)
+    throw InvalidInput(fmt::format("exec:{}: timeouts must be > 0", command));
+  return std::make_unique<ExecImplementation>(command, options);
+}
+
+}  // namespace attncheck

@@ -1,0 +1,232 @@
+// The loader of C plugins (attn_plugin.h): dlopen in this process, every
+// forward call in a forked child over shared memory (child_call.h).
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "abi.h"
+#include "attn_plugin.h"
+#include "attncheck/plugin.h"
+#include "child_call.h"
+
+namespace attncheck {
+namespace {
+
+using namespace plugin_detail;
+
+std::mutex g_timeout_mutex;
+int g_default_timeout_ms = 0;  // 0: not set
+
+constexpr size_t kErrorBytes = 1024;
+
+class PluginImplementation final : public Implementation {
+ public:
+  PluginImplementation(std::string path, void* handle, const attn_plugin* info,
+                       OutOfProcessOptions options)
+      : path_(std::move(path)),
+        handle_(handle),
+        info_(*info),
+        name_(info->name),
+        precision_(precision_from_abi(info->precision, "plugin " + path_)),
+        options_(options) {}
+  ~PluginImplementation() override { dlclose(handle_); }
+
+  std::string name() const override { return name_; }
+  Capabilities capabilities() const override { return capabilities_from_features(info_.features); }
+  Precision precision() const override { return precision_; }
+
+  void forward(const Problem& p, std::span<const float> q, std::span<const float> k,
+               std::span<const float> v, std::span<float> out, std::span<float> weights,
+               int /*threads*/) override {
+    check_structure(p, q, k, v, out, weights);
+    check_declared(p, info_.features, !weights.empty(), "plugin " + name_);
+    const ExplicitMask mask = abi_mask(p);
+    const Shape& s = p.shape;
+
+    attn_problem problem{};
+    problem.abi_version = ATTN_PLUGIN_ABI_VERSION;
+    problem.batch = s.batch;
+    problem.heads = s.heads;
+    problem.n_q = s.n_q;
+    problem.n_k = s.n_k;
+    problem.d_k = s.d_k;
+    problem.d_v = s.d_v;
+    problem.scale = p.effective_scale();
+    problem.temperature = p.temperature;
+    problem.mask_kind = mask_kind(p);
+    problem.mask_batch = p.mask ? mask.batch : 1;
+    problem.mask_heads = p.mask ? mask.heads : 1;
+    problem.empty_row_policy =
+        p.empty_rows == EmptyRowPolicy::zero ? ATTN_EMPTY_ROW_ZERO : ATTN_EMPTY_ROW_REJECT;
+
+    enum { kProblem, kQ, kK, kV, kMask, kKeyLengths, kOut, kWeights, kError };
+    std::vector<ArenaBuffer> buffers(9);
+    buffers[kProblem] = {"problem", sizeof problem, false, false, nullptr};
+    buffers[kQ] = {"Q", q.size_bytes(), false, false, q.data()};
+    buffers[kK] = {"K", k.size_bytes(), false, false, k.data()};
+    buffers[kV] = {"V", v.size_bytes(), false, false, v.data()};
+    buffers[kMask] = {"mask", mask.allowed.size(), false, false, mask.allowed.data()};
+    buffers[kKeyLengths] = {"key_lengths", p.key_lengths.size() * sizeof(int64_t), false, false,
+                            p.key_lengths.data()};
+    buffers[kOut] = {"out", out.size_bytes(), true, true, nullptr};
+    buffers[kWeights] = {"weights", weights.size_bytes(), true, true, nullptr};
+    buffers[kError] = {"error", kErrorBytes, true, false, nullptr};
+    Arena arena(std::move(buffers));
+
+    // The problem struct points into the arena, so it is filled in last.
+    problem.mask = p.mask ? reinterpret_cast<const uint8_t*>(arena.data(kMask)) : nullptr;
+    problem.key_lengths =
+        p.key_lengths.empty() ? nullptr : reinterpret_cast<const int64_t*>(arena.data(kKeyLengths));
+    arena.fill(kProblem, &problem);
+    const auto* arena_problem = reinterpret_cast<const attn_problem*>(arena.data(kProblem));
+
+    const auto forward = info_.forward;
+    const auto* aq = reinterpret_cast<const float*>(arena.data(kQ));
+    const auto* ak = reinterpret_cast<const float*>(arena.data(kK));
+    const auto* av = reinterpret_cast<const float*>(arena.data(kV));
+    auto* aout = reinterpret_cast<float*>(arena.data(kOut));
+    auto* aweights = weights.empty() ? nullptr : reinterpret_cast<float*>(arena.data(kWeights));
+    auto* aerror = reinterpret_cast<char*>(arena.data(kError));
+    const ChildOutcome outcome = arena.run(
+        [&] { return forward(arena_problem, aq, ak, av, aout, aweights, aerror, kErrorBytes); },
+        options_.timeout_ms);
+
+    const std::string who = fmt::format("plugin {} on {}", name_, canonical_name(p));
+    using K = ImplementationFault::Kind;
+    switch (outcome.kind) {
+      case ChildOutcome::Kind::returned: break;
+      case ChildOutcome::Kind::timed_out:
+        throw ImplementationFault(K::timed_out, fmt::format("{}: forward {}", who, outcome.detail));
+      case ChildOutcome::Kind::crashed:
+      case ChildOutcome::Kind::read_out_of_bounds:
+        throw ImplementationFault(K::crashed, fmt::format("{}: forward {}", who, outcome.detail));
+      case ChildOutcome::Kind::wrote_input:
+        throw ImplementationFault(K::wrote_input, fmt::format("{}: forward {}", who, outcome.detail));
+      case ChildOutcome::Kind::wrote_out_of_bounds:
+        throw ImplementationFault(K::wrote_out_of_bounds,
+                                  fmt::format("{}: forward {}", who, outcome.detail));
+    }
+
+    std::string message(aerror, strnlen(aerror, kErrorBytes));
+    switch (outcome.result) {
+      case ATTN_OK: break;
+      case ATTN_ERR_INVALID:
+        throw InvalidInput(fmt::format("plugin {}: {}", name_, message.empty() ? "input rejected" : message));
+      case ATTN_ERR_UNSUPPORTED:
+        throw ImplementationFault(
+            K::protocol, fmt::format("{}: returned ATTN_ERR_UNSUPPORTED although it declares every "
+                                     "feature the problem needs ({})", who, message));
+      case ATTN_ERR_INTERNAL:
+        throw std::runtime_error(fmt::format("{}: internal error: {}", who, message));
+      default:
+        throw ImplementationFault(K::protocol,
+                                  fmt::format("{}: returned unknown code {}", who, outcome.result));
+    }
+
+    const auto* result = reinterpret_cast<const float*>(arena.data(kOut));
+    check_written(who, "out", result, out.size());
+    std::memcpy(out.data(), result, out.size_bytes());
+    if (!weights.empty()) {
+      const auto* w = reinterpret_cast<const float*>(arena.data(kWeights));
+      check_written(who, "weights", w, weights.size());
+      std::memcpy(weights.data(), w, weights.size_bytes());
+    }
+  }
+
+ private:
+  static void check_written(const std::string& who, const char* tensor, const float* data,
+                            size_t count) {
+    size_t unwritten = 0, first = 0;
+    for (size_t i = 0; i < count; ++i) {
+      if (!is_poison(data[i])) continue;
+      if (unwritten++ == 0) first = i;
+    }
+    if (unwritten)
+      throw ImplementationFault(
+          ImplementationFault::Kind::left_output_unwritten,
+          fmt::format("{}: returned ATTN_OK but left {} of {} elements of {} unwritten (first at "
+                      "element {})", who, unwritten, count, tensor, first));
+  }
+
+  std::string path_;
+  void* handle_;
+  attn_plugin info_;
+  std::string name_;
+  Precision precision_;
+  OutOfProcessOptions options_;
+};
+
+}  // namespace
+
+int default_timeout_ms() {
+  if (const char* env = std::getenv("ATTNCHECK_TIMEOUT_MS")) {
+    char* end = nullptr;
+    const long value = std::strtol(env, &end, 10);
+    if (end && *end == '\0' && value > 0 && value <= 86400000) return static_cast<int>(value);
+  }
+  std::lock_guard lock(g_timeout_mutex);
+  return g_default_timeout_ms > 0 ? g_default_timeout_ms : 10000;
+}
+
+void set_default_timeout_ms(int timeout_ms) {
+  if (timeout_ms <= 0)
+    throw InvalidInput(fmt::format("option --timeout-ms is {}; it must be > 0", timeout_ms));
+  std::lock_guard lock(g_timeout_mutex);
+  g_default_timeout_ms = timeout_ms;
+}
+
+OutOfProcessOptions default_out_of_process_options() {
+  OutOfProcessOptions options;
+  options.timeout_ms = default_timeout_ms();
+  return options;
+}
+
+std::unique_ptr<Implementation> load_plugin(const std::string& path,
+                                            const OutOfProcessOptions& options) {
+  const std::string who = fmt::format("plugin {}", path);
+  if (path.empty()) throw InvalidInput("plugin: the path is empty (use plugin:PATH)");
+  if (access(path.c_str(), R_OK) != 0)
+    throw InvalidInput(fmt::format("{}: no such readable file", who));
+  // A bare file name would make dlopen search the library path instead.
+  const std::string file = path.find('/') == std::string::npos ? "./" + path : path;
+  dlerror();
+  void* handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* error = dlerror();
+    throw InvalidInput(fmt::format("{}: cannot load: {}", who, error ? error : "unknown error"));
+  }
+  using Init = const attn_plugin* (*)();
+  auto init = reinterpret_cast<Init>(dlsym(handle, "attn_plugin_init"));
+  if (!init) {
+    dlclose(handle);
+    throw InvalidInput(fmt::format("{}: does not export attn_plugin_init", who));
+  }
+  const attn_plugin* info = init();
+  const auto refuse = [&](const std::string& why) {
+    dlclose(handle);
+    throw InvalidInput(fmt::format("{}: {}", who, why));
+  };
+  if (!info) refuse("attn_plugin_init returned NULL");
+  if (info->abi_version != ATTN_PLUGIN_ABI_VERSION)
+    refuse(fmt::format("built against plugin ABI version {}, but this attncheck speaks version {}; "
+                       "rebuild the plugin against this attn_plugin.h",
+                       info->abi_version, ATTN_PLUGIN_ABI_VERSION));
+  if (!info->name || !*info->name) refuse("attn_plugin.name is empty");
+  if (!info->forward) refuse("attn_plugin.forward is NULL");
+  if (info->features >> 12) refuse(fmt::format("unknown feature bits 0x{:x}", info->features >> 12 << 12));
+  if (options.timeout_ms <= 0)
+    refuse(fmt::format("timeout is {} ms; it must be > 0", options.timeout_ms));
+  try {
+    return std::make_unique<PluginImplementation>(path, handle, info, options);
+  } catch (...) {
+    dlclose(handle);
+    throw;
+  }
+}
+
+}  // namespace attncheck

@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Children for the exec: client's tests, one behaviour per MODE argument:
+ok (a correct numpy attention), die, crash, hang, garbage, truncate,
+truncate_hang, no_handshake, bad_handshake, wrong_version, unknown_feature,
+invalid, chatty (prints to stdout from inside the function)."""
+import os
+import signal
+import sys
+import time
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "..", "..", "adapters", "python"))
+sys.path.insert(0, os.path.join(here, "..", "..", "adapters", "numpy"))
+
+import numpy as np  # noqa: E402
+import attncheck_protocol as proto  # noqa: E402
+from numpy_attention import attention as numpy_attention  # noqa: E402
+
+mode = sys.argv[1]
+raw = sys.stdout.buffer
+
+
+def hello(**override):
+    import json
+    fields = {"abi_version": 1, "name": "child-" + mode, "features": list(proto.FEATURES),
+              "precision": "fp32"}
+    fields.update(override)
+    raw.write((json.dumps(fields) + "\n").encode())
+    raw.flush()
+
+
+if mode == "no_handshake":
+    time.sleep(3600)
+if mode == "bad_handshake":
+    raw.write(b"hello there\n")
+    raw.flush()
+    time.sleep(3600)
+if mode == "wrong_version":
+    hello(abi_version=7)
+    time.sleep(3600)
+if mode == "unknown_feature":
+    hello(features=["cross", "flash"])
+    time.sleep(3600)
+
+
+def attention(q, k, v, problem):
+    if mode == "die":
+        os._exit(3)
+    if mode == "crash":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if mode == "hang":
+        time.sleep(3600)
+    if mode == "garbage":
+        raw.write(b"\x00\x01 this is not json\n")
+        raw.flush()
+        time.sleep(3600)
+    if mode in ("truncate", "truncate_hang"):
+        raw.write(b'{"id": %d, "status": "ok"}\n' % problem.id)
+        raw.write(b"\x00" * 6)
+        raw.flush()
+        if mode == "truncate":
+            os._exit(0)
+        time.sleep(3600)
+    if mode == "invalid":
+        raise proto.InvalidInput("no thanks: Q is too small")
+    if mode == "chatty":
+        print("a stray print from inside the function")
+    return numpy_attention(q, k, v, problem)
+
+
+proto.serve(attention, name="child-" + mode, features=proto.FEATURES)
