@@ -188,7 +188,7 @@ TEST_CASE("a plugin that writes just before its output hits the guard page") {
 TEST_CASE("a plugin that writes into an input is reported as wrote_input naming the tensor") {
   const ImplementationFault fault = fault_of("attn_write_input_plugin");
   CHECK(fault.kind() == Kind::wrote_input);
-  CHECK_THAT(fault.what(), Catch::Contains("input K at byte 0"));
+  CHECK_THAT(fault.what(), Catch::Contains("wrote into read-only input K at byte 0"));
 }
 
 TEST_CASE("a plugin that returns ATTN_OK without writing its output is reported") {
