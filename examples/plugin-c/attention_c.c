@@ -23,8 +23,7 @@ static int check_finite(const char *name, const float *x, int64_t count, int64_t
   return ATTN_OK;
 }
 
-/* Whether query i of (b, h) may read key j under every mask in force. */
-static int readable(const attn_problem *p, int64_t b, int64_t h, int64_t i, int64_t j) {
+int attention_c_readable(const attn_problem *p, int64_t b, int64_t h, int64_t i, int64_t j) {
   if (p->key_lengths && j >= p->key_lengths[b]) return 0;
   if (p->mask_kind == ATTN_MASK_CAUSAL_TOP_LEFT && j > i) return 0;
   if (p->mask_kind == ATTN_MASK_CAUSAL_BOTTOM_RIGHT && j > i + (p->n_k - p->n_q)) return 0;
@@ -36,10 +35,9 @@ static int readable(const attn_problem *p, int64_t b, int64_t h, int64_t i, int6
   return 1;
 }
 
-int attention_c_forward(const attn_problem *p, const float *q, const float *k, const float *v,
-                        float *out, float *weights, char *error, size_t error_size) {
-  int64_t b, h, i, j, c;
-  double *logits;
+int attention_c_validate(const attn_problem *p, const float *q, const float *k, const float *v,
+                         char *error, size_t error_size) {
+  int64_t b, h, i, j;
   int rc;
   if (p->abi_version != ATTN_PLUGIN_ABI_VERSION) return reject(error, error_size, "ABI version");
   if (!(isfinite(p->scale) && p->scale > 0))
@@ -62,7 +60,7 @@ int attention_c_forward(const attn_problem *p, const float *q, const float *k, c
       for (h = 0; h < p->heads; ++h)
         for (i = 0; i < p->n_q; ++i) {
           int any = 0;
-          for (j = 0; j < p->n_k && !any; ++j) any = readable(p, b, h, i, j);
+          for (j = 0; j < p->n_k && !any; ++j) any = attention_c_readable(p, b, h, i, j);
           if (!any) {
             if (error_size > 0)
               snprintf(error, error_size, "empty row: every key is masked for b=%lld h=%lld row=%lld",
@@ -71,7 +69,15 @@ int attention_c_forward(const attn_problem *p, const float *q, const float *k, c
           }
         }
   }
+  return ATTN_OK;
+}
 
+int attention_c_forward(const attn_problem *p, const float *q, const float *k, const float *v,
+                        float *out, float *weights, char *error, size_t error_size) {
+  int64_t b, h, i, j, c;
+  double *logits;
+  int rc = attention_c_validate(p, q, k, v, error, error_size);
+  if (rc != ATTN_OK) return rc;
   logits = (double *)malloc((size_t)p->n_k * sizeof(double));
   if (!logits) {
     if (error_size > 0) snprintf(error, error_size, "out of memory");
@@ -89,7 +95,7 @@ int attention_c_forward(const attn_problem *p, const float *q, const float *k, c
         double max = -INFINITY, sum = 0;
         for (j = 0; j < p->n_k; ++j) {
           double dot = 0;
-          if (!readable(p, b, h, i, j)) {
+          if (!attention_c_readable(p, b, h, i, j)) {
             logits[j] = -INFINITY;
             continue;
           }
