@@ -9,6 +9,7 @@ namespace attncheck::cli {
 /// reports failure by throwing (InvalidInput for bad input, CLI::RuntimeError
 /// with an exit code for a failed check).
 void add_explain_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 
 }  // namespace attncheck::cli

@@ -1,0 +1,73 @@
+// The benchmark suite behind `attncheck bench`: implementations by name,
+// useful-FLOP counting, and the Google Benchmark run with its JSON context.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "attncheck/problem.h"
+
+namespace attncheck {
+
+/// An implementation as the benchmarks call it: the contract of attention()
+/// (q, k, v, out laid out as in problem.h; validates and throws InvalidInput),
+/// plus a thread count.
+using BenchFunction = std::function<void(const Problem& problem, const float* q, const float* k,
+                                         const float* v, float* out, int threads)>;
+
+struct BenchImplementation {
+  std::string name;
+  BenchFunction run;
+  int64_t max_n = 0;  ///< largest n benchmarked (0: no limit)
+};
+
+/// Maps an --impl name to its implementation: the one place where names are
+/// resolved (new kinds, such as a plugin path, go here). Throws InvalidInput
+/// naming --impl for an unknown name.
+BenchImplementation find_bench_implementation(const std::string& name);
+/// The names find_bench_implementation knows.
+std::vector<std::string> bench_implementation_names();
+
+/// Useful flops of one forward call: 2·(d_k + d_v) per readable (query, key)
+/// pair, summed over batch and heads (4·n_q·n_k·d without masks; causal,
+/// key lengths and explicit masks count only the pairs they allow).
+double useful_flops(const Problem& problem);
+
+/// Options of `attncheck bench`.
+struct BenchOptions {
+  std::vector<std::string> impls{"fused"};
+  std::vector<int64_t> n{64, 128, 256, 512, 1024, 2048, 4096};
+  std::vector<int64_t> d{64};
+  std::vector<std::string> masks{"none"};  ///< "none" or "causal" (top-left; n_q = n_k here)
+  int64_t batch = 1;
+  int64_t heads = 1;
+  std::vector<int64_t> threads{1};
+  int64_t repetitions = 3;
+  double min_time = 0.5;   ///< seconds per benchmark (and repetition)
+  std::string json_path;   ///< empty: no JSON file
+};
+
+/// Parses a comma-separated list of positive integers ("64,128"); throws
+/// InvalidInput naming `option` for an empty, malformed or non-positive entry.
+std::vector<int64_t> parse_positive_list(const std::string& text, const std::string& option);
+
+/// Checks every option (implementation names, sizes, masks, the JSON path is
+/// writable) and throws InvalidInput naming the option. Writes nothing.
+void check_bench_options(const BenchOptions& options);
+
+/// The benchmark name "<impl>/n:<n>/d:<d>/mask:<mask>/threads:<t>".
+std::string bench_name(const std::string& impl, int64_t n, int64_t d, const std::string& mask,
+                       int64_t threads);
+
+/// The problem one benchmark runs: batch × heads, n_q = n_k = n, d_k = d_v = d.
+Problem bench_problem(const BenchOptions& options, int64_t n, int64_t d, const std::string& mask);
+
+/// Checks the options, probes the peak FMA throughput, registers one Google
+/// Benchmark family over n per (impl, d, mask, threads), runs them (console
+/// table on stdout, Google Benchmark JSON to options.json_path) and returns
+/// the number of benchmarks run.
+size_t run_benchmarks(const BenchOptions& options);
+
+}  // namespace attncheck

@@ -1,0 +1,121 @@
+// Peak fp32 FMA probe. Compiled once per SIMD target (Highway foreach_target)
+// and dispatched at run time, so the probe uses AVX-512 where the CPU has it.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "src/peak.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace attncheck::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Twelve independent accumulator chains: enough to cover FMA latency (4 cycles)
+// times two FMA units with room to spare, and few enough to stay in registers
+// with AVX2's 16. Each chain is a = a * m + c; FMAs are never reassociated
+// (no -ffast-math), so the compiler cannot merge the chains. The fixed point
+// c / (1 - m) keeps values normal, so no denormal slowdown.
+float FmaChains(int64_t iterations) {
+  const hn::ScalableTag<float> d;
+  const auto m = hn::Set(d, 0.9999f);
+  const auto c = hn::Set(d, 1e-4f);
+  auto a0 = hn::Set(d, 0.10f), a1 = hn::Set(d, 0.11f), a2 = hn::Set(d, 0.12f);
+  auto a3 = hn::Set(d, 0.13f), a4 = hn::Set(d, 0.14f), a5 = hn::Set(d, 0.15f);
+  auto a6 = hn::Set(d, 0.16f), a7 = hn::Set(d, 0.17f), a8 = hn::Set(d, 0.18f);
+  auto a9 = hn::Set(d, 0.19f), a10 = hn::Set(d, 0.20f), a11 = hn::Set(d, 0.21f);
+  for (int64_t it = 0; it < iterations; ++it) {
+    a0 = hn::MulAdd(a0, m, c);
+    a1 = hn::MulAdd(a1, m, c);
+    a2 = hn::MulAdd(a2, m, c);
+    a3 = hn::MulAdd(a3, m, c);
+    a4 = hn::MulAdd(a4, m, c);
+    a5 = hn::MulAdd(a5, m, c);
+    a6 = hn::MulAdd(a6, m, c);
+    a7 = hn::MulAdd(a7, m, c);
+    a8 = hn::MulAdd(a8, m, c);
+    a9 = hn::MulAdd(a9, m, c);
+    a10 = hn::MulAdd(a10, m, c);
+    a11 = hn::MulAdd(a11, m, c);
+  }
+  const auto sum = hn::Add(hn::Add(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)),
+                                   hn::Add(hn::Add(a4, a5), hn::Add(a6, a7))),
+                           hn::Add(hn::Add(a8, a9), hn::Add(a10, a11)));
+  return hn::GetLane(hn::SumOfLanes(d, sum));
+}
+
+// Flops of one FmaChains iteration: 12 chains × lanes × 2.
+int64_t FlopsPerIteration() { return 12 * 2 * static_cast<int64_t>(hn::Lanes(hn::ScalableTag<float>())); }
+
+const char* ProbeTarget() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace attncheck::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <ctime>
+#include <thread>
+#include <vector>
+
+#include "attncheck/peak.h"
+
+namespace attncheck {
+HWY_EXPORT(FmaChains);
+HWY_EXPORT(FlopsPerIteration);
+HWY_EXPORT(ProbeTarget);
+
+namespace {
+// Keeps the chains' results observable so the loop is not removed.
+std::atomic<float> probe_sink{0.0f};
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+}  // namespace
+
+double measure_peak_fma_gflops(int threads) {
+  threads = std::max(threads, 1);
+  const int64_t flops_per_iteration = HWY_DYNAMIC_DISPATCH(FlopsPerIteration)();
+  // 1 GFLOP per thread and run: about 6 ms at 170 GFLOP/s; 32 runs, the first
+  // of which also bring the clock up.
+  const int64_t iterations = 1'000'000'000 / flops_per_iteration;
+  const double flops_per_thread = static_cast<double>(flops_per_iteration * iterations);
+  const int runs = 32;
+  double best = 0.0;
+  for (int run = 0; run < runs; ++run) {
+    std::atomic<int> ready{0};
+    std::atomic<bool> go{false};
+    std::vector<std::thread> workers;
+    for (int t = 1; t < threads; ++t) {
+      workers.emplace_back([&] {
+        ready.fetch_add(1);
+        while (!go.load()) std::this_thread::yield();
+        probe_sink.store(HWY_DYNAMIC_DISPATCH(FmaChains)(iterations), std::memory_order_relaxed);
+      });
+    }
+    while (ready.load() < threads - 1) std::this_thread::yield();
+    const auto start = std::chrono::steady_clock::now();
+    const double cpu_start = thread_cpu_seconds();
+    go.store(true);
+    probe_sink.store(HWY_DYNAMIC_DISPATCH(FmaChains)(iterations), std::memory_order_relaxed);
+    const double cpu_seconds = thread_cpu_seconds() - cpu_start;
+    for (auto& w : workers) w.join();
+    const double wall_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // One thread: its own CPU time, so that other processes time-slicing the
+    // core (this machine is shared) do not lower the limit. Several threads:
+    // wall time, since their concurrency is what is being measured.
+    const double seconds = threads == 1 ? cpu_seconds : wall_seconds;
+    best = std::max(best, flops_per_thread * threads / seconds * 1e-9);
+  }
+  return best;
+}
+
+std::string peak_probe_target() { return HWY_DYNAMIC_DISPATCH(ProbeTarget)(); }
+
+}  // namespace attncheck
+#endif  // HWY_ONCE

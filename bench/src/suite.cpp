@@ -1,0 +1,292 @@
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "attncheck/bench.h"
+#include "attncheck/peak.h"
+#include "attncheck/peers.h"
+#include "attncheck/attention.h"
+
+namespace attncheck {
+namespace {
+
+[[noreturn]] void fail(const std::string& message) { throw InvalidInput(message); }
+
+// How an implementation spreads work over the threads it is given.
+int64_t threads_used(const std::string& impl, const Problem& p, int64_t threads) {
+  if (impl == "reference-double") return 1;
+  if (impl == "naive-eigen") return std::min(threads, p.shape.batch * p.shape.heads);
+  return threads;
+}
+
+std::string cpu_model() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  }
+  return "unknown";
+}
+
+// Google Benchmark names a family instance "<family>/<args>/real_time". The
+// families are registered as "<impl>/d:<d>/mask:<m>/threads:<t>" with the
+// argument named n; this moves n next to the implementation, giving
+// "<impl>/n:<n>/d:<d>/mask:<m>/threads:<t>", and drops "real_time". The
+// aggregates over n (BigO, RMS) have no args and keep the family name.
+void canonicalise(benchmark::BenchmarkName& name) {
+  name.time_type.clear();
+  const auto slash = name.function_name.find('/');
+  if (slash == std::string::npos || name.args.empty()) return;
+  name.args += name.function_name.substr(slash);
+  name.function_name.resize(slash);
+}
+
+template <class Reporter>
+class CanonicalNames : public Reporter {
+ public:
+  using Reporter::Reporter;
+  void ReportRuns(const std::vector<benchmark::BenchmarkReporter::Run>& runs) override {
+    std::vector<benchmark::BenchmarkReporter::Run> renamed(runs);
+    for (auto& run : renamed) canonicalise(run.run_name);
+    Reporter::ReportRuns(renamed);
+  }
+};
+
+void add_context(double peak_gflops) {
+  benchmark::AddCustomContext("peak_fma_gflops", fmt::format("{:.2f}", peak_gflops));
+  benchmark::AddCustomContext("peak_probe_target", peak_probe_target());
+  benchmark::AddCustomContext("simd_target", active_target());
+  benchmark::AddCustomContext("compiler", fmt::format("g++ {}", __VERSION__));
+  benchmark::AddCustomContext("cxx_flags", ATTNCHECK_CXX_FLAGS);
+  benchmark::AddCustomContext("build_type", ATTNCHECK_BUILD_TYPE);
+  benchmark::AddCustomContext("cpu_model", cpu_model());
+  benchmark::AddCustomContext("attncheck_version", ATTNCHECK_VERSION);
+  benchmark::AddCustomContext("openblas_config", openblas_get_config());
+}
+
+void register_family(const BenchImplementation& impl, const BenchOptions& options,
+                     const std::vector<int64_t>& sizes, int64_t d, const std::string& mask,
+                     int64_t threads, double peak_gflops) {
+  const std::string family =
+      fmt::format("{}/d:{}/mask:{}/threads:{}", impl.name, d, mask, threads);
+  auto* bench = benchmark::RegisterBenchmark(
+      family.c_str(), [impl, options, d, mask, threads, peak_gflops](benchmark::State& state) {
+        const int64_t n = state.range(0);
+        const Problem problem = bench_problem(options, n, d, mask);
+        const Shape& s = problem.shape;
+        std::mt19937 rng(20240601);
+        std::normal_distribution<float> normal(0.0f, 1.0f);
+        auto tensor = [&](int64_t size) {
+          std::vector<float> t(static_cast<size_t>(size));
+          for (float& x : t) x = normal(rng);
+          return t;
+        };
+        const std::vector<float> q = tensor(s.q_size()), k = tensor(s.k_size()),
+                                 v = tensor(s.v_size());
+        std::vector<float> out(static_cast<size_t>(s.out_size()));
+        try {
+          for (auto _ : state) {
+            impl.run(problem, q.data(), k.data(), v.data(), out.data(), static_cast<int>(threads));
+            benchmark::DoNotOptimize(out.data());
+            benchmark::ClobberMemory();
+          }
+        } catch (const std::exception& e) {
+          state.SkipWithError(e.what());
+          return;
+        }
+        state.SetComplexityN(n);
+        const double flops = useful_flops(problem);
+        const double peak = peak_gflops * 1e9 *
+                            static_cast<double>(threads_used(impl.name, problem, threads));
+        using benchmark::Counter;
+        state.counters["flops"] = Counter(flops, Counter::kIsIterationInvariantRate);
+        state.counters["gflops"] = Counter(flops * 1e-9, Counter::kIsIterationInvariantRate);
+        state.counters["peak_fraction"] = Counter(flops / peak, Counter::kIsIterationInvariantRate);
+      });
+  bench->ArgName("n")->UseRealTime()->Unit(benchmark::kMillisecond)->Complexity(benchmark::oNSquared);
+  for (int64_t n : sizes) bench->Arg(n);
+}
+
+}  // namespace
+
+BenchImplementation find_bench_implementation(const std::string& name) {
+  if (name == "fused") {
+    return {name, [](const Problem& p, const float* q, const float* k, const float* v, float* out,
+                     int threads) {
+              AttentionOptions options;
+              options.threads = threads;
+              attention(p, q, k, v, out, options);
+            }};
+  }
+  if (name == "naive-eigen") return {name, naive_eigen_attention};
+  if (name == "naive-openblas") return {name, naive_openblas_attention};
+  if (name == "reference-double") {
+    return {name,
+            [](const Problem& p, const float* q, const float* k, const float* v, float* out, int) {
+              reference_double_attention(p, q, k, v, out);
+            },
+            512};
+  }
+  fail(fmt::format("option --impl: unknown implementation '{}'; known: {}", name,
+                   fmt::join(bench_implementation_names(), ", ")));
+}
+
+std::vector<std::string> bench_implementation_names() {
+  return {"fused", "naive-eigen", "naive-openblas", "reference-double"};
+}
+
+double useful_flops(const Problem& p) {
+  const Shape& s = p.shape;
+  double pairs = 0.0;
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t h = 0; h < s.heads; ++h) {
+      for (int64_t i = 0; i < s.n_q; ++i) {
+        const int64_t limit = key_limit(p, b, i);
+        if (!p.mask) {
+          pairs += static_cast<double>(limit);
+          continue;
+        }
+        for (int64_t j = 0; j < limit; ++j) pairs += allowed(p, b, h, i, j) ? 1.0 : 0.0;
+      }
+    }
+  }
+  return pairs * 2.0 * static_cast<double>(s.d_k + s.d_v);
+}
+
+std::vector<int64_t> parse_positive_list(const std::string& text, const std::string& option) {
+  std::vector<int64_t> values;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    const std::string item =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const bool digits = !item.empty() && item.size() <= 12 &&
+                        std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits || std::stoll(item) <= 0)
+      fail(fmt::format("option {}: '{}' is not a comma-separated list of positive integers "
+                       "(bad entry '{}')",
+                       option, text, item));
+    values.push_back(std::stoll(item));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return values;
+}
+
+void check_bench_options(const BenchOptions& o) {
+  if (o.impls.empty()) fail("option --impl: no implementation given");
+  for (const auto& name : o.impls) find_bench_implementation(name);
+  const std::pair<const char*, const std::vector<int64_t>*> lists[] = {
+      {"--n", &o.n}, {"--d", &o.d}, {"--threads", &o.threads}};
+  for (const auto& [option, list] : lists) {
+    if (list->empty()) fail(fmt::format("option {}: the list is empty", option));
+    for (int64_t x : *list)
+      if (x <= 0) fail(fmt::format("option {}: {} is not a positive integer", option, x));
+  }
+  for (int64_t t : o.threads)
+    if (t > 1024) fail(fmt::format("option --threads: {} is more than 1024", t));
+  if (o.masks.empty()) fail("option --mask: no mask given");
+  for (const auto& m : o.masks)
+    if (m != "none" && m != "causal")
+      fail(fmt::format("option --mask: '{}' is not one of none, causal", m));
+  if (o.batch <= 0) fail(fmt::format("option --batch: {} is not a positive integer", o.batch));
+  if (o.heads <= 0) fail(fmt::format("option --heads: {} is not a positive integer", o.heads));
+  if (o.repetitions <= 0)
+    fail(fmt::format("option --repetitions: {} is not a positive integer", o.repetitions));
+  if (!(std::isfinite(o.min_time) && o.min_time > 0))
+    fail(fmt::format("option --min-time: {} is not a positive number of seconds", o.min_time));
+  for (int64_t n : o.n)
+    for (int64_t d : o.d) validate_problem(bench_problem(o, n, d, "none"));
+
+  if (!o.json_path.empty()) {
+    namespace fs = std::filesystem;
+    const fs::path path(o.json_path);
+    std::error_code ec;
+    if (fs::is_directory(path, ec))
+      fail(fmt::format("option --json: '{}' is a directory", o.json_path));
+    const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+    if (!fs::is_directory(dir, ec))
+      fail(fmt::format("option --json: directory '{}' does not exist", dir.string()));
+    if (::access(dir.c_str(), W_OK) != 0)
+      fail(fmt::format("option --json: directory '{}' is not writable", dir.string()));
+    if (fs::exists(path, ec) && ::access(path.c_str(), W_OK) != 0)
+      fail(fmt::format("option --json: '{}' is not writable", o.json_path));
+  }
+}
+
+std::string bench_name(const std::string& impl, int64_t n, int64_t d, const std::string& mask,
+                       int64_t threads) {
+  return fmt::format("{}/n:{}/d:{}/mask:{}/threads:{}", impl, n, d, mask, threads);
+}
+
+Problem bench_problem(const BenchOptions& options, int64_t n, int64_t d, const std::string& mask) {
+  Problem p;
+  p.shape = {options.batch, options.heads, n, n, d, d};
+  p.causal = mask == "causal" ? Causal::top_left : Causal::none;
+  return p;
+}
+
+size_t run_benchmarks(const BenchOptions& options) {
+  check_bench_options(options);
+  std::vector<BenchImplementation> impls;
+  for (const auto& name : options.impls) impls.push_back(find_bench_implementation(name));
+
+  const double peak_gflops = measure_peak_fma_gflops(1);
+  fmt::print("peak fp32 FMA throughput: {:.1f} GFLOP/s per core ({}, best of 32 runs)\n",
+             peak_gflops, peak_probe_target());
+  std::fflush(stdout);
+
+  benchmark::ClearRegisteredBenchmarks();
+  for (const auto& impl : impls) {
+    std::vector<int64_t> sizes, skipped;
+    for (int64_t n : options.n) (impl.max_n == 0 || n <= impl.max_n ? sizes : skipped).push_back(n);
+    if (!skipped.empty())
+      fmt::print(stderr, "note: {} skipped for n = {} (it runs only n <= {})\n", impl.name,
+                 fmt::join(skipped, ", "), impl.max_n);
+    if (sizes.empty()) continue;
+    for (int64_t d : options.d)
+      for (const auto& mask : options.masks)
+        for (int64_t threads : options.threads)
+          register_family(impl, options, sizes, d, mask, threads, peak_gflops);
+  }
+
+  std::vector<std::string> args = {
+      "attncheck bench",
+      fmt::format("--benchmark_repetitions={}", options.repetitions),
+      fmt::format("--benchmark_min_time={}", options.min_time),
+      "--benchmark_display_aggregates_only=true",
+      "--benchmark_counters_tabular=true",
+  };
+  if (!options.json_path.empty()) {
+    args.push_back("--benchmark_out=" + options.json_path);
+    args.push_back("--benchmark_out_format=json");
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int argc = static_cast<int>(args.size());
+  benchmark::Initialize(&argc, argv.data());
+  add_context(peak_gflops);
+
+  CanonicalNames<benchmark::ConsoleReporter> console(benchmark::ConsoleReporter::OO_Tabular);
+  CanonicalNames<benchmark::JSONReporter> json;
+  const size_t count = options.json_path.empty()
+                           ? benchmark::RunSpecifiedBenchmarks(&console)
+                           : benchmark::RunSpecifiedBenchmarks(&console, &json);
+  benchmark::ClearRegisteredBenchmarks();
+  return count;
+}
+
+}  // namespace attncheck

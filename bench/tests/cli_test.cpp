@@ -1,0 +1,120 @@
+// `attncheck bench` end to end: a tiny run whose Google Benchmark JSON must hold
+// the names, counters, complexity fits and context, and bad options that must
+// fail with exit status 2, a message naming the option, and no file written.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Outcome {
+  int status = -1;
+  std::string err;
+};
+
+fs::path scratch_dir() {
+  fs::path dir = fs::temp_directory_path() / ("attncheck-bench-cli-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir;
+}
+
+Outcome run_cli(const std::string& args) {
+  const fs::path err_file = scratch_dir() / "stderr.txt";
+  const std::string command =
+      std::string(ATTNCHECK_CLI) + " bench " + args + " >/dev/null 2>" + err_file.string();
+  const int raw = std::system(command.c_str());
+  Outcome outcome;
+  outcome.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  std::ifstream in(err_file);
+  std::stringstream text;
+  text << in.rdbuf();
+  outcome.err = text.str();
+  return outcome;
+}
+
+}  // namespace
+
+TEST_CASE("attncheck bench writes Google Benchmark JSON with names, counters, BigO and context", "[cli]") {
+  const fs::path json_path = scratch_dir() / "tiny.json";
+  fs::remove(json_path);
+  const Outcome outcome = run_cli("--impl naive-eigen --impl naive-openblas --n 64,128 --d 16 "
+                                  "--min-time 0.01 --json " + json_path.string());
+  INFO(outcome.err);
+  REQUIRE(outcome.status == 0);
+  std::ifstream in(json_path);
+  REQUIRE(in.good());
+  const nlohmann::json doc = nlohmann::json::parse(in);
+
+  const auto& context = doc.at("context");
+  CHECK(std::stod(context.at("peak_fma_gflops").get<std::string>()) > 0.0);
+  for (const char* key : {"simd_target", "compiler", "cxx_flags", "cpu_model", "attncheck_version"}) {
+    INFO(key);
+    CHECK_FALSE(context.at(key).get<std::string>().empty());
+  }
+
+  std::set<std::string> iterations, big_o;
+  for (const auto& b : doc.at("benchmarks")) {
+    const std::string name = b.at("name").get<std::string>();
+    INFO(name);
+    if (b.at("run_type") == "iteration") {
+      iterations.insert(name);
+      CHECK(b.at("flops").get<double>() > 0.0);
+      CHECK(b.at("gflops").get<double>() > 0.0);
+      CHECK(b.at("peak_fraction").get<double>() > 0.0);
+      CHECK(b.at("gflops").get<double>() == Approx(b.at("flops").get<double>() * 1e-9));
+    } else if (b.value("aggregate_name", "") == "BigO") {
+      big_o.insert(name);
+      CHECK(b.at("big_o") == "N^2");
+    }
+  }
+  for (const char* impl : {"naive-eigen", "naive-openblas"}) {
+    for (int n : {64, 128}) {
+      const std::string name = std::string(impl) + "/n:" + std::to_string(n) + "/d:16/mask:none/threads:1";
+      INFO(name);
+      CHECK(iterations.count(name) == 1);
+    }
+    const std::string fit = std::string(impl) + "/d:16/mask:none/threads:1_BigO";
+    INFO(fit);
+    CHECK(big_o.count(fit) == 1);
+  }
+  CHECK(iterations.size() == 4);
+  fs::remove_all(scratch_dir());
+}
+
+TEST_CASE("attncheck bench rejects bad options naming the option, exit 2, nothing written", "[cli]") {
+  const fs::path json_path = scratch_dir() / "never.json";
+  const std::string json = " --json " + json_path.string();
+  const std::pair<std::string, std::string> bad[] = {
+      {"--impl nope", "--impl"},
+      {"--impl naive-eigen --n 0", "--n"},
+      {"--impl naive-eigen --n 64,abc", "--n"},
+      {"--impl naive-eigen --n 64,,128", "--n"},
+      {"--impl naive-eigen --d 1.5", "--d"},
+      {"--impl naive-eigen --mask diagonal", "--mask"},
+      {"--impl naive-eigen --threads 0", "--threads"},
+      {"--impl naive-eigen --min-time abc", "--min-time"},
+  };
+  for (const auto& [args, option] : bad) {
+    INFO(args);
+    const Outcome outcome = run_cli(args + json);
+    INFO(outcome.err);
+    CHECK(outcome.status == 2);
+    CHECK(outcome.err.find(option) != std::string::npos);
+    CHECK_FALSE(fs::exists(json_path));
+  }
+  const Outcome unwritable = run_cli("--impl naive-eigen --json /nonexistent-dir/out.json");
+  INFO(unwritable.err);
+  CHECK(unwritable.status == 2);
+  CHECK(unwritable.err.find("--json") != std::string::npos);
+  fs::remove_all(scratch_dir());
+}

@@ -1,0 +1,83 @@
+#include <catch2/catch.hpp>
+
+#include "attncheck/bench.h"
+
+using attncheck::Causal;
+using attncheck::Problem;
+using attncheck::useful_flops;
+
+namespace {
+Problem make(int64_t batch, int64_t heads, int64_t n_q, int64_t n_k, int64_t d_k, int64_t d_v,
+             Causal causal = Causal::none) {
+  Problem p;
+  p.shape = {batch, heads, n_q, n_k, d_k, d_v};
+  p.causal = causal;
+  return p;
+}
+}  // namespace
+
+TEST_CASE("useful flops without a mask are 4·n_q·n_k·d per batch element and head", "[flops]") {
+  CHECK(useful_flops(make(1, 1, 64, 64, 16, 16)) == 4.0 * 64 * 64 * 16);
+  CHECK(useful_flops(make(2, 3, 5, 7, 8, 8)) == 6 * 4.0 * 5 * 7 * 8);
+}
+
+TEST_CASE("useful flops count d_k for QKᵀ and d_v for AV", "[flops]") {
+  CHECK(useful_flops(make(1, 1, 3, 4, 8, 2)) == 3 * 4 * 2.0 * (8 + 2));
+}
+
+TEST_CASE("causal useful flops count only the allowed pairs", "[flops]") {
+  // Square, either alignment: rows allow 1, 2, ..., n keys.
+  const double n = 10, d = 4;
+  const double triangle = n * (n + 1) / 2;
+  CHECK(useful_flops(make(1, 1, 10, 10, 4, 4, Causal::top_left)) == triangle * 4 * d);
+  CHECK(useful_flops(make(1, 1, 10, 10, 4, 4, Causal::bottom_right)) == triangle * 4 * d);
+  CHECK(useful_flops(make(2, 2, 10, 10, 4, 4, Causal::top_left)) == 4 * triangle * 4 * d);
+}
+
+TEST_CASE("causal useful flops of cross shapes follow the alignment", "[flops]") {
+  // n_q = 3, n_k = 5. top-left: rows allow 1, 2, 3 keys; bottom-right: 3, 4, 5.
+  CHECK(useful_flops(make(1, 1, 3, 5, 1, 1, Causal::top_left)) == (1 + 2 + 3) * 4.0);
+  CHECK(useful_flops(make(1, 1, 3, 5, 1, 1, Causal::bottom_right)) == (3 + 4 + 5) * 4.0);
+  // n_q = 5, n_k = 3. top-left: 1, 2, 3, 3, 3; bottom-right: j <= i - 2 gives 0, 0, 1, 2, 3.
+  CHECK(useful_flops(make(1, 1, 5, 3, 1, 1, Causal::top_left)) == (1 + 2 + 3 + 3 + 3) * 4.0);
+  CHECK(useful_flops(make(1, 1, 5, 3, 1, 1, Causal::bottom_right)) == (0 + 0 + 1 + 2 + 3) * 4.0);
+}
+
+TEST_CASE("useful flops honour key lengths and explicit masks", "[flops]") {
+  Problem p = make(2, 1, 2, 4, 1, 1);
+  p.key_lengths = {1, 3};
+  CHECK(useful_flops(p) == (2 * 1 + 2 * 3) * 4.0);
+  Problem m = make(1, 1, 2, 2, 1, 1);
+  m.mask = attncheck::ExplicitMask{1, 1, {1, 0, 0, 1}};
+  CHECK(useful_flops(m) == 2 * 4.0);
+}
+
+TEST_CASE("benchmark names are <impl>/n:<n>/d:<d>/mask:<mask>/threads:<t>", "[names]") {
+  CHECK(attncheck::bench_name("fused", 4096, 64, "causal", 2) ==
+        "fused/n:4096/d:64/mask:causal/threads:2");
+}
+
+TEST_CASE("lists of sizes parse, and malformed lists are rejected naming the option", "[options]") {
+  CHECK(attncheck::parse_positive_list("64,128", "--n") == std::vector<int64_t>{64, 128});
+  CHECK(attncheck::parse_positive_list("7", "--n") == std::vector<int64_t>{7});
+  for (const char* bad : {"", "64,", ",64", "64,,128", "0", "-64", "abc", "64,x", "1e3", "99999999999999"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(attncheck::parse_positive_list(bad, "--n"), Catch::Contains("option --n"));
+  }
+}
+
+TEST_CASE("bench options are checked before anything runs", "[options]") {
+  attncheck::BenchOptions o;
+  o.impls = {"naive-eigen"};
+  CHECK_NOTHROW(attncheck::check_bench_options(o));
+  o.impls = {"naive-eigen", "nope"};
+  CHECK_THROWS_WITH(attncheck::check_bench_options(o), Catch::Contains("--impl") && Catch::Contains("nope"));
+  o.impls = {"naive-eigen"};
+  o.masks = {"diagonal"};
+  CHECK_THROWS_WITH(attncheck::check_bench_options(o), Catch::Contains("--mask"));
+  o.masks = {"none"};
+  o.json_path = "/nonexistent-dir/out.json";
+  CHECK_THROWS_WITH(attncheck::check_bench_options(o), Catch::Contains("--json"));
+  o.json_path.assign(1, '/');  // a directory (assign: GCC 12 -Wrestrict false positive on = "/")
+  CHECK_THROWS_WITH(attncheck::check_bench_options(o), Catch::Contains("--json"));
+}

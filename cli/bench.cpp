@@ -1,0 +1,100 @@
+// attncheck bench: Google Benchmark families of the fused path and its peers.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+
+#include "attncheck/bench.h"
+#include "commands.h"
+
+namespace attncheck::cli {
+namespace {
+
+// Every option is read as text and parsed here, so that a bad value is an
+// InvalidInput naming the option (exit 2), like every other bad input.
+struct BenchArguments {
+  std::vector<std::string> impls;
+  std::string n = "64,128,256,512,1024,2048,4096";
+  std::string d = "64";
+  std::string mask = "none";
+  std::string batch = "1";
+  std::string heads = "1";
+  std::string threads = "1";
+  std::string repetitions = "3";
+  std::string min_time = "0.5";
+  std::string json;
+};
+
+int64_t parse_positive(const std::string& text, const std::string& option) {
+  const auto list = parse_positive_list(text, option);
+  if (list.size() != 1)
+    throw InvalidInput(fmt::format("option {}: '{}' must be one positive integer", option, text));
+  return list.front();
+}
+
+double parse_seconds(const std::string& text, const std::string& option) {
+  size_t used = 0;
+  double value = 0.0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || !(value > 0) || !std::isfinite(value))
+    throw InvalidInput(fmt::format("option {}: '{}' is not a positive number of seconds", option, text));
+  return value;
+}
+
+std::vector<std::string> split_words(const std::string& text) {
+  std::vector<std::string> words;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    words.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) return words;
+    start = comma + 1;
+  }
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto args = std::make_shared<BenchArguments>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Benchmark the fused attention against its peers (Google Benchmark)");
+  cmd->add_option("--impl", args->impls,
+                  "Implementation to run, repeatable: fused, naive-eigen, naive-openblas, "
+                  "reference-double (n <= 512 only); default fused");
+  cmd->add_option("--n", args->n, "Sequence lengths n = n_q = n_k, comma-separated")
+      ->capture_default_str();
+  cmd->add_option("--d", args->d, "Head dimensions d = d_k = d_v, comma-separated")
+      ->capture_default_str();
+  cmd->add_option("--mask", args->mask, "none or causal (or both: none,causal)")
+      ->capture_default_str();
+  cmd->add_option("--batch", args->batch, "Batch size")->capture_default_str();
+  cmd->add_option("--heads", args->heads, "Heads")->capture_default_str();
+  cmd->add_option("--threads", args->threads, "Threads per call, comma-separated")
+      ->capture_default_str();
+  cmd->add_option("--repetitions", args->repetitions, "Repetitions of each benchmark (medians are reported)")
+      ->capture_default_str();
+  cmd->add_option("--min-time", args->min_time, "Minimum seconds per repetition")
+      ->capture_default_str();
+  cmd->add_option("--json", args->json, "Write Google Benchmark's JSON to this file");
+  cmd->callback([args] {
+    BenchOptions options;
+    if (!args->impls.empty()) options.impls = args->impls;
+    options.n = parse_positive_list(args->n, "--n");
+    options.d = parse_positive_list(args->d, "--d");
+    options.masks = split_words(args->mask);
+    options.batch = parse_positive(args->batch, "--batch");
+    options.heads = parse_positive(args->heads, "--heads");
+    options.threads = parse_positive_list(args->threads, "--threads");
+    options.repetitions = parse_positive(args->repetitions, "--repetitions");
+    options.min_time = parse_seconds(args->min_time, "--min-time");
+    options.json_path = args->json;
+    run_benchmarks(options);
+  });
+}
+
+}  // namespace attncheck::cli
