@@ -51,7 +51,7 @@ class ExecImplementation final : public Implementation {
     try {
       start();
     } catch (const ImplementationFault& fault) {
-      throw InvalidInput(fmt::format("exec:{}: {}", command_, fault.what()));
+      throw InvalidInput(fault.what());  // already names the command
     }
   }
   ~ExecImplementation() override { stop(/*graceful=*/true); }
