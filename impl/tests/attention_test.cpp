@@ -1,4 +1,4 @@
-// The fused attention against a long double oracle: a grid of shapes and
+// The fused attention against the reference (long double or 50 digits): a grid of shapes and
 // masks, temperatures, the log-sum-exp output, thread-count and SIMD-target
 // independence, the nine diagnostic tables, accuracy against a naive fp32
 // composition, and validation that writes nothing.
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "attncheck/attention.h"
+#include "attncheck/reference.h"
 
 namespace {
 
@@ -45,33 +46,43 @@ Inputs normal_inputs(const Shape& s, unsigned seed) {
   return in;
 }
 
-// The oracle: the definition of DESIGN.md in long double, from the exact
-// float inputs. Returns O [b][h][n_q][d_v]; fills A [b][h][n_q][n_k], each
-// row's log-sum-exp and "magnitude" (max over readable keys of
-// |scale/τ|·Σ_x |q_x k_x|, which bounds how much a logit can be off in fp32).
+// The oracle is attncheck::reference (Eigen over long double, or 50-digit MPFR
+// for the smallest cases): O [b][h][n_q][d_v] and A [b][h][n_q][n_k]. Beside
+// it this file computes, in long double, each row's log-sum-exp and its
+// "magnitude" G_i = max over readable keys of |scale/τ|·Σ_x |q_x k_x|, which
+// bounds how far an fp32 logit can be off.
 struct Oracle {
   std::vector<long double> O, A, lse, magnitude;
 };
 
+// Problems up to this many multiply-adds use mp50; larger ones long double.
+constexpr int64_t kMp50Work = 40000;
+
 Oracle oracle(const Problem& p, const Inputs& in) {
   const Shape& s = p.shape;
   const auto nq = static_cast<size_t>(s.n_q), nk = static_cast<size_t>(s.n_k);
-  const auto dk = static_cast<size_t>(s.d_k), dv = static_cast<size_t>(s.d_v);
+  const auto dk = static_cast<size_t>(s.d_k);
   const long double scale =
       p.scale ? static_cast<long double>(*p.scale) : 1.0L / std::sqrt(static_cast<long double>(s.d_k));
   const long double tau = p.temperature;
   Oracle r;
-  r.O.assign(static_cast<size_t>(s.out_size()), 0.0L);
-  r.A.assign(static_cast<size_t>(s.weights_size()), 0.0L);
+  const std::span<const float> q(in.q), k(in.k), v(in.v);
+  if (s.batch * s.heads * s.n_q * s.n_k * (s.d_k + s.d_v) <= kMp50Work) {
+    std::vector<attncheck::mp50> weights;
+    const auto out = attncheck::reference_attention<attncheck::mp50>(p, q, k, v, &weights);
+    for (const auto& x : out) r.O.push_back(static_cast<long double>(x));
+    for (const auto& x : weights) r.A.push_back(static_cast<long double>(x));
+  } else {
+    r.O = attncheck::reference_attention<long double>(p, q, k, v, &r.A);
+  }
   r.lse.assign(static_cast<size_t>(s.batch * s.heads) * nq, kNegInf);
   r.magnitude.assign(r.lse.size(), 0.0L);
   std::vector<long double> logits(nk);
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t h = 0; h < s.heads; ++h) {
       const auto slice = static_cast<size_t>(b * s.heads + h);
-      const float* q = in.q.data() + slice * nq * dk;
-      const float* k = in.k.data() + slice * nk * dk;
-      const float* v = in.v.data() + slice * nk * dv;
+      const float* qs = in.q.data() + slice * nq * dk;
+      const float* ks = in.k.data() + slice * nk * dk;
       for (size_t i = 0; i < nq; ++i) {
         long double row_max = kNegInf, magnitude = 0.0L;
         for (size_t j = 0; j < nk; ++j) {
@@ -79,7 +90,7 @@ Oracle oracle(const Problem& p, const Inputs& in) {
           if (!attncheck::allowed(p, b, h, static_cast<int64_t>(i), static_cast<int64_t>(j))) continue;
           long double dot = 0.0L, abs_dot = 0.0L;
           for (size_t x = 0; x < dk; ++x) {
-            const long double term = static_cast<long double>(q[i * dk + x]) * k[j * dk + x];
+            const long double term = static_cast<long double>(qs[i * dk + x]) * ks[j * dk + x];
             dot += term;
             abs_dot += std::fabs(term);
           }
@@ -89,15 +100,10 @@ Oracle oracle(const Problem& p, const Inputs& in) {
         }
         const size_t row = slice * nq + i;
         r.magnitude[row] = magnitude;
-        if (row_max == kNegInf) continue;  // empty row: zeros, lse = -inf
+        if (row_max == kNegInf) continue;  // empty row: lse = -inf
         long double sum = 0.0L;
         for (size_t j = 0; j < nk; ++j) sum += std::exp(logits[j] - row_max);
         r.lse[row] = row_max + std::log(sum);
-        for (size_t j = 0; j < nk; ++j) {
-          const long double a = std::exp(logits[j] - row_max) / sum;
-          r.A[row * nk + j] = a;
-          for (size_t c = 0; c < dv; ++c) r.O[row * dv + c] += a * v[j * dv + c];
-        }
       }
     }
   }
@@ -359,54 +365,53 @@ TEST_CASE("forcing an unknown SIMD target throws naming --target and changes not
   CHECK(attncheck::active_target() == before);
 }
 
-TEST_CASE("the nine tables equal the oracle's") {
+TEST_CASE("the nine tables equal the reference's") {
   for (Problem p : mask_variants({2, 2, 19, 37, 9, 5}, 51)) {
     p.temperature = 0.8;
     const Inputs in = normal_inputs(p.shape, 53);
-    const Oracle ref = oracle(p, in);
+    const Oracle ref = oracle(p, in);  // for the per-row magnitudes of the bounds
     const Shape& s = p.shape;
     const auto nq = static_cast<size_t>(s.n_q), nk = static_cast<size_t>(s.n_k);
     const auto dk = static_cast<size_t>(s.d_k), dv = static_cast<size_t>(s.d_v);
-    const long double scale = 1.0L / std::sqrt(static_cast<long double>(s.d_k));
+    const long double neg_inf = -std::numeric_limits<long double>::infinity();
     for (int64_t b = 0; b < s.batch; ++b) {
       for (int64_t h = 0; h < s.heads; ++h) {
         INFO(attncheck::canonical_name(p) << " b " << b << " h " << h);
         const auto t = attncheck::attention_tables(p, in.q.data(), in.k.data(), in.v.data(), b, h);
+        const auto r = attncheck::reference_tables<long double>(p, in.q, in.k, in.v, b, h);
         const auto slice = static_cast<size_t>(b * s.heads + h);
         REQUIRE(t.R.size() == nq * nk);
         REQUIRE(t.O.size() == nq * dv);
-        CHECK(std::equal(t.Q.begin(), t.Q.end(), in.q.begin() + static_cast<std::ptrdiff_t>(slice * nq * dk)));
-        CHECK(std::equal(t.K.begin(), t.K.end(), in.k.begin() + static_cast<std::ptrdiff_t>(slice * nk * dk)));
-        CHECK(std::equal(t.V.begin(), t.V.end(), in.v.begin() + static_cast<std::ptrdiff_t>(slice * nk * dv)));
-        const float* q = in.q.data() + slice * nq * dk;
-        const float* k = in.k.data() + slice * nk * dk;
+        REQUIRE(t.Q.size() == nq * dk);
+        for (size_t i = 0; i < nq; ++i)
+          for (size_t x = 0; x < dk; ++x) CHECK(t.Q[i * dk + x] == r.Q(i, x));
+        for (size_t j = 0; j < nk; ++j) {
+          for (size_t x = 0; x < dk; ++x) CHECK(t.K[j * dk + x] == r.K(j, x));
+          for (size_t c = 0; c < dv; ++c) CHECK(t.V[j * dv + c] == r.V(j, c));
+        }
+        // R is an fp32 dot product: |error| <= (d_k + 1)·u·Σ_x |q_x k_x|; S, L add a rounding or two.
+        const long double scale = p.effective_scale();
         for (size_t i = 0; i < nq; ++i) {
           const size_t row = slice * nq + i;
           for (size_t j = 0; j < nk; ++j) {
-            long double r = 0.0L, abs_r = 0.0L;
-            for (size_t x = 0; x < dk; ++x) {
-              r += static_cast<long double>(q[i * dk + x]) * k[j * dk + x];
-              abs_r += std::fabs(static_cast<long double>(q[i * dk + x]) * k[j * dk + x]);
-            }
+            long double abs_r = 0.0L;
+            for (size_t x = 0; x < dk; ++x) abs_r += std::fabs(r.Q(i, x) * r.K(j, x));
             const size_t ij = i * nk + j;
-            const long double r_bound = static_cast<long double>(dk + 1) * kUnitRoundoff * abs_r;  // fp32 dot product
-            CHECK(std::fabs(t.R[ij] - r) <= r_bound);
-            CHECK(std::fabs(t.S[ij] - r * scale) <= (r_bound + 2 * kUnitRoundoff * abs_r) * scale);
-            const bool readable = attncheck::allowed(p, b, h, static_cast<int64_t>(i), static_cast<int64_t>(j));
-            CHECK(t.M[ij] == (readable ? 0.0f : -std::numeric_limits<float>::infinity()));
-            if (readable)
-              CHECK(std::fabs(t.L[ij] - r * scale / 0.8L) <= (r_bound + 4 * kUnitRoundoff * abs_r) * scale / 0.8L);
-            else
+            const long double r_bound = static_cast<long double>(dk + 1) * kUnitRoundoff * abs_r;
+            CHECK(std::fabs(t.R[ij] - r.R(i, j)) <= r_bound);
+            CHECK(std::fabs(t.S[ij] - r.S(i, j)) <= (r_bound + 2 * kUnitRoundoff * abs_r) * std::fabs(scale));
+            CHECK(t.M[ij] == (r.M(i, j) == 0 ? 0.0f : -std::numeric_limits<float>::infinity()));
+            if (r.L(i, j) == neg_inf)
               CHECK(t.L[ij] == -std::numeric_limits<float>::infinity());
+            else
+              CHECK(std::fabs(t.L[ij] - r.L(i, j)) <= (r_bound + 4 * kUnitRoundoff * abs_r) * std::fabs(scale) / 0.8L);
             // Weights: relative error from the logits (twice their bound) and the row sum.
-            const long double a = ref.A[row * nk + j];
             const long double a_bound =
-                2.0L * kUnitRoundoff * (2.0L * (dk + 2) * ref.magnitude[row] + nk + 8) * a;
-            CHECK(std::fabs(t.A[ij] - a) <= a_bound);
+                2.0L * kUnitRoundoff * (2.0L * static_cast<long double>(dk + 2) * ref.magnitude[row] + nk + 8) * r.A(i, j);
+            CHECK(std::fabs(t.A[ij] - r.A(i, j)) <= a_bound);
           }
           for (size_t c = 0; c < dv; ++c) {
-            const long double o = ref.O[row * dv + c];
-            const long double error = std::fabs(t.O[i * dv + c] - o);
+            const long double error = std::fabs(t.O[i * dv + c] - r.O(i, c));
             if (error != 0.0L) CHECK(error <= output_bound(p, in, ref, row, c));
           }
         }
