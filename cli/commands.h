@@ -11,5 +11,6 @@ namespace attncheck::cli {
 void add_explain_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_run_command(CLI::App& app);
+void add_report_command(CLI::App& app);
 
 }  // namespace attncheck::cli

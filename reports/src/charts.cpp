@@ -1,0 +1,480 @@
+// Charts: each is a gnuplot script with its data inline (datablocks), run as a
+// subprocess with the SVG terminal. Nothing here draws SVG by hand.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "attncheck/problem.h"
+#include "model.h"
+
+extern char** environ;
+
+namespace attncheck::report_detail {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string read_whole(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+/// Runs gnuplot on the script in a private temporary directory and returns
+/// what it wrote to stdout (the SVG).
+std::string run_gnuplot(const std::string& gnuplot, const std::string& script, const std::string& what) {
+  std::string pattern = (fs::temp_directory_path() / "attncheck-gnuplot-XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr)
+    throw std::runtime_error(fmt::format("cannot create a temporary directory: {}", std::strerror(errno)));
+  const fs::path dir = pattern;
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() {
+      std::error_code ignored;
+      fs::remove_all(dir, ignored);
+    }
+  } cleanup{dir};
+  const std::string script_path = (dir / "chart.gp").string();
+  const std::string out_path = (dir / "chart.svg").string();
+  const std::string err_path = (dir / "stderr.txt").string();
+  {
+    std::ofstream out(script_path, std::ios::binary);
+    out << script;
+    if (!out) throw std::runtime_error("cannot write the gnuplot script to " + script_path);
+  }
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::vector<char*> argv = {const_cast<char*>(gnuplot.c_str()), const_cast<char*>(script_path.c_str()), nullptr};
+  pid_t pid = 0;
+  const int spawned = posix_spawnp(&pid, gnuplot.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0)
+    throw InvalidInput(fmt::format(
+        "gnuplot: cannot run '{}' ({}); the charts need gnuplot: install the Debian package gnuplot-nox "
+        "(./attncheck installs it)",
+        gnuplot, std::strerror(spawned)));
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::string err = read_whole(err_path);
+    if (err.size() > 2000) err = err.substr(0, 2000) + "...";
+    throw InvalidInput(fmt::format("gnuplot ('{}') failed drawing {} (exit status {}): {}", gnuplot, what,
+                                   WIFEXITED(status) ? WEXITSTATUS(status) : -1, err));
+  }
+  std::string svg = read_whole(out_path);
+  if (svg.find("<svg") == std::string::npos)
+    throw InvalidInput(fmt::format("gnuplot ('{}') wrote no SVG for {}", gnuplot, what));
+  return svg;
+}
+
+/// A gnuplot double-quoted string literal.
+std::string quoted(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string gp_number(double value) {
+  if (!std::isfinite(value)) return "NaN";
+  return fmt::format("{:.9g}", value);
+}
+
+/// The common preamble: SVG terminal, plain text (no enhanced markup), the
+/// conditions line at the bottom of the chart.
+std::string preamble(int width, int height, const std::string& title, const std::string& conditions) {
+  std::string s;
+  s += fmt::format("set terminal svg size {},{} font \"sans,12\" background \"#ffffff\"\n", width, height);
+  s += "set encoding utf8\nset termoption noenhanced\nset output\n";
+  // The title, then the conditions on the line below it.
+  s += "set label 901 " + quoted(title) + " at screen 0.5, screen 0.97 center font \",14\"\n";
+  s += "set label 900 " + quoted(conditions) + " at screen 0.5, screen 0.93 center font \",10\"\n";
+  s += fmt::format("set tmargin {}\n", 5 + std::count(conditions.begin(), conditions.end(), '\n'));
+  s += "set grid lc rgb \"#dddddd\"\nset key below left Left reverse maxrows 6\n";
+  return s;
+}
+
+/// One colour per implementation, the same in every chart.
+std::map<std::string, int> implementation_colours(const Model& model) {
+  std::set<std::string> names;
+  for (const Series& s : model.series) names.insert(s.implementation);
+  std::map<std::string, int> out;
+  int next = 1;
+  for (const auto& name : names) out[name] = next++;
+  return out;
+}
+
+const char* palette_colour(int index) {
+  static const char* colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd",
+                                  "#ff7f0e", "#8c564b", "#e377c2", "#17becf"};
+  return colours[(index - 1) % 8];
+}
+
+std::string conditions_for(const Model& model, const std::vector<const Series*>& series) {
+  std::set<size_t> runs;
+  for (const Series* s : series) runs.insert(s->run);
+  std::string out;
+  for (size_t run : runs) {
+    if (!out.empty()) out += "\n";
+    out += bench_conditions(model.runs[run], series.front()->config.threads);
+  }
+  return out;
+}
+
+std::string series_datablock(const std::string& name, const Series& s, bool gflops) {
+  std::string out = "$" + name + " << EOD\n";
+  for (const Measurement& m : s.points) {
+    const double y = gflops ? m.gflops.value_or(std::numeric_limits<double>::quiet_NaN()) : m.time_s * 1e3;
+    out += fmt::format("{} {}\n", m.n, gp_number(y));
+  }
+  return out + "EOD\n";
+}
+
+std::string gbench_text(const Series& s) {
+  if (!s.gbench) return "";
+  std::string out = fmt::format("; GB {} coef {} {}", s.gbench->big_o, format_number(s.gbench->real_coefficient),
+                                s.gbench->time_unit);
+  if (s.gbench->rms) out += fmt::format(", RMS {}%", format_number(*s.gbench->rms * 100, 2));
+  return out;
+}
+
+std::string fit_legend(const Series& s) {
+  if (!s.fit) return s.implementation + ": no fit (one n)";
+  if (s.fit->all_points)
+    return fmt::format("{}: exponent {:.2f} (all n {:g}-{:g}){}", s.implementation, s.fit->exponent, s.fit->n_min,
+                       s.fit->n_max, gbench_text(s));
+  return fmt::format("{}: exponent {:.2f} (n {:g}-{:g}){}", s.implementation, s.fit->exponent, s.fit->n_min,
+                     s.fit->n_max, gbench_text(s));
+}
+
+std::string config_stem(const Config& c) {
+  std::string mask;
+  for (const char ch : c.mask) mask += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '-';
+  return fmt::format("d{}-{}-t{}", c.d, mask, c.threads);
+}
+
+Chart time_chart(const Model& model, const std::vector<const Series*>& series, const std::map<std::string, int>& colours) {
+  const Config& config = series.front()->config;
+  double n_min = 1e300, n_max = 0, log_n = 0, log_t = 0;
+  int count = 0;
+  for (const Series* s : series)
+    for (const Measurement& m : s->points) {
+      n_min = std::min(n_min, static_cast<double>(m.n));
+      n_max = std::max(n_max, static_cast<double>(m.n));
+      log_n += std::log(static_cast<double>(m.n));
+      log_t += std::log(m.time_s * 1e3);
+      ++count;
+    }
+  // The n² guide passes through the geometric centre of all points.
+  const double guide = std::exp(log_t / count - 2 * log_n / count);
+  Chart chart;
+  chart.name = "time-" + config_stem(config);
+  chart.section = "performance:" + config.label();
+  const std::string conditions = conditions_for(model, series);
+  chart.caption = fmt::format("Time per call vs n (log-log), {}. Exponents are least-squares fits of log time on "
+                              "log n over the range shown. {}",
+                              config.label(), conditions);
+  std::string s = preamble(960, 640, fmt::format("Time per call vs n (n queries, n keys), {}; log-log", config.label()), conditions);
+  s += "set logscale x 2\nset logscale y 10\nset format y \"%g\"\n";
+  s += "set ylabel \"time per call (ms)\"\n";
+  s += fmt::format("set xrange [{}:{}]\n", gp_number(n_min / 1.3), gp_number(n_max * 1.3));
+  s += fmt::format("guide(x) = {} * x**2\n", gp_number(guide));
+  std::string plot = "plot ";
+  for (size_t i = 0; i < series.size(); ++i) {
+    const std::string block = fmt::format("t{}", i);
+    s += series_datablock(block, *series[i], false);
+    plot += fmt::format("${} using 1:2 with linespoints lw 2 pt 7 ps 0.8 lc rgb \"{}\" title {}, ", block,
+                        palette_colour(colours.at(series[i]->implementation)), quoted(fit_legend(*series[i])));
+  }
+  plot += "guide(x) with lines dt 2 lw 1.5 lc rgb \"#555555\" title \"n² guide\"\n";
+  s += plot;
+  chart.svg = s;
+  return chart;
+}
+
+Chart gflops_chart(const Model& model, const std::vector<const Series*>& series, const std::map<std::string, int>& colours) {
+  const Config& config = series.front()->config;
+  Chart chart;
+  chart.name = "gflops-" + config_stem(config);
+  chart.section = "performance:" + config.label();
+  const std::string conditions = conditions_for(model, series);
+  // peak_fma_gflops is the probe's per-core figure; the configuration's ceiling is that times its threads.
+  std::optional<double> peak;
+  for (const Series* s : series)
+    if (!peak && model.runs[s->run].peak_gflops) peak = *model.runs[s->run].peak_gflops * config.threads;
+  chart.caption = fmt::format("Useful GFLOP/s (4·n_q·n_k·d, causal counts allowed pairs only) vs n, {}{}. {}",
+                              config.label(),
+                              peak ? fmt::format("; the dashed line is the measured FMA peak, {} GFLOP/s",
+                                                 format_number(*peak))
+                                   : "; no measured peak in the bench context",
+                              conditions);
+  std::string s = preamble(960, 640, fmt::format("Useful GFLOP/s vs n (n queries, n keys), {}", config.label()), conditions);
+  s += "set logscale x 2\nset logscale y 10\nset format y \"%g\"\n";
+  s += "set ylabel \"useful GFLOP/s\"\n";
+  double n_min = 1e300, n_max = 0;
+  for (const Series* one : series)
+    for (const Measurement& m : one->points) {
+      n_min = std::min(n_min, static_cast<double>(m.n));
+      n_max = std::max(n_max, static_cast<double>(m.n));
+    }
+  s += fmt::format("set xrange [{}:{}]\n", gp_number(n_min / 1.3), gp_number(n_max * 1.3));
+  std::string plot = "plot ";
+  bool any = false;
+  for (size_t i = 0; i < series.size(); ++i) {
+    bool has = false;
+    for (const Measurement& m : series[i]->points) has = has || m.gflops.has_value();
+    if (!has) continue;
+    any = true;
+    const std::string block = fmt::format("g{}", i);
+    s += series_datablock(block, *series[i], true);
+    plot += fmt::format("${} using 1:2 with linespoints lw 2 pt 7 ps 0.8 lc rgb \"{}\" title {}, ", block,
+                        palette_colour(colours.at(series[i]->implementation)), quoted(series[i]->implementation));
+  }
+  if (!any) return {};
+  if (peak)
+    plot += fmt::format("{} with lines dt 2 lw 2 lc rgb \"#000000\" title {}, ", gp_number(*peak),
+                        quoted(fmt::format("measured peak {} GFLOP/s ({} thread{})", format_number(*peak), config.threads,
+                                           config.threads == 1 ? "" : "s")));
+  plot.resize(plot.size() - 2);
+  s += plot + "\n";
+  chart.svg = s;
+  return chart;
+}
+
+std::optional<double> json_number(const json& j, const char* key) {
+  if (!j.contains(key) || !j[key].is_number()) return std::nullopt;
+  return j[key].get<double>();
+}
+
+Chart error_chart(const VerifyRun& run, size_t index) {
+  const json& rows = run.doc["error_vs_n"];
+  std::map<std::string, std::vector<std::pair<double, double>>> groups;
+  bool all_positive = true;
+  for (const json& r : rows) {
+    const auto ratio = json_number(r, "error_over_bound");
+    if (!ratio) continue;
+    const std::string mask = r.contains("mask") && r["mask"].is_string() ? r["mask"].get<std::string>() : "none";
+    const std::string d = r.contains("d") ? r["d"].dump() : "?";
+    groups[fmt::format("d={}, mask={}", d, mask)].emplace_back(r["n"].get<double>(), *ratio);
+    all_positive = all_positive && *ratio > 0;
+  }
+  if (groups.empty()) return {};
+  Chart chart;
+  chart.name = fmt::format("error-{}-{}", run.implementation, index);
+  chart.section = fmt::format("error:{}", index);
+  const std::string conditions = verify_conditions(run);
+  chart.caption = fmt::format("Worst error of {} as a fraction of its forward error bound, vs n (1 = at the "
+                              "bound). {}",
+                              run.implementation, conditions);
+  std::string s = preamble(960, 560, fmt::format("Error / bound vs n: {}", run.implementation), conditions);
+  s += "set logscale x 2\nset ylabel \"max error / bound\"\n";
+  if (all_positive) s += "set logscale y 10\nset format y \"%g\"\n";
+  std::string plot = "plot ";
+  int i = 0;
+  for (auto& [label, points] : groups) {
+    std::sort(points.begin(), points.end());
+    s += fmt::format("$e{} << EOD\n", i);
+    for (const auto& [n, ratio] : points) s += fmt::format("{} {}\n", gp_number(n), gp_number(ratio));
+    s += "EOD\n";
+    plot += fmt::format("$e{} using 1:2 with linespoints lw 2 pt 7 ps 0.8 lc rgb \"{}\" title {}, ", i,
+                        palette_colour(i + 1), quoted(label));
+    ++i;
+  }
+  plot += "1 with lines dt 2 lw 2 lc rgb \"#000000\" title \"bound\"\n";
+  s += plot;
+  chart.svg = s;
+  return chart;
+}
+
+/// A table from the counterexample as rows of numbers; null or strings ("nan") become NaN.
+std::vector<std::vector<double>> read_table(const json& t) {
+  std::vector<std::vector<double>> out;
+  if (!t.is_array()) return out;
+  for (const json& row : t) {
+    std::vector<double> values;
+    if (row.is_array())
+      for (const json& v : row)
+        values.push_back(v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN());
+    else if (row.is_number())
+      values.push_back(row.get<double>());
+    out.push_back(values);
+  }
+  return out;
+}
+
+std::string matrix_block(const std::string& name, const std::vector<std::vector<double>>& m) {
+  std::string out = "$" + name + " << EOD\n";
+  for (const auto& row : m) {
+    for (size_t j = 0; j < row.size(); ++j) {
+      if (j > 0) out += ' ';
+      out += gp_number(row[j]);
+    }
+    out += "\n";
+  }
+  return out + "EOD\n";
+}
+
+std::string heatmap_panel(const std::string& block, const std::string& title,
+                          const std::vector<std::vector<double>>& m, double lo, double hi, const char* palette) {
+  const size_t rows = m.size(), cols = m.empty() ? 0 : m.front().size();
+  if (!(hi > lo)) {
+    lo -= 0.5;
+    hi += 0.5;
+  }
+  std::string s;
+  s += "set title " + quoted(title) + "\n";
+  s += fmt::format("set xrange [-0.5:{}]\nset yrange [{}:-0.5]\n", gp_number(static_cast<double>(cols) - 0.5),
+                   gp_number(static_cast<double>(rows) - 0.5));
+  s += fmt::format("set cbrange [{}:{}]\n", gp_number(lo), gp_number(hi));
+  // Integer tics on the cells, thinned out for large tables.
+  s += fmt::format("set xtics 0,{} format \"%g\"\nset ytics 0,{} format \"%g\"\n", (cols + 11) / 12,
+                   (rows + 11) / 12);
+  s += std::string("set palette ") + palette + "\n";
+  s += "plot $" + block + " matrix with image pixels notitle\n";
+  return s;
+}
+
+std::pair<double, double> finite_range(std::initializer_list<const std::vector<std::vector<double>>*> tables) {
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  for (const auto* t : tables)
+    for (const auto& row : *t)
+      for (const double v : row)
+        if (std::isfinite(v)) {
+          lo = std::min(lo, v);
+          hi = std::max(hi, v);
+        }
+  if (!std::isfinite(lo)) return {0, 1};
+  return {lo, hi};
+}
+
+Chart counterexample_chart(const VerifyRun& run, const json& property, size_t index) {
+  const json& ce = property["counterexample"];
+  if (!ce.is_object() || !ce.contains("tables") || !ce["tables"].is_object()) return {};
+  const json& tables = ce["tables"];
+  const json reference = tables.value("reference", json::object());
+  const json implementation = tables.value("implementation", json::object());
+  struct Row {
+    std::string table;
+    std::vector<std::vector<double>> ref, impl, diff;
+  };
+  std::vector<Row> rows;
+  for (const char* name : {"A", "O"}) {
+    if (!reference.contains(name) || !implementation.contains(name)) continue;
+    Row row{name, read_table(reference[name]), read_table(implementation[name]), {}};
+    if (row.ref.empty() || row.ref.front().empty()) continue;
+    bool same_shape = row.ref.size() == row.impl.size();
+    for (size_t i = 0; same_shape && i < row.ref.size(); ++i) same_shape = row.ref[i].size() == row.impl[i].size();
+    if (same_shape) {
+      row.diff = row.ref;
+      for (size_t i = 0; i < row.ref.size(); ++i)
+        for (size_t j = 0; j < row.ref[i].size(); ++j) row.diff[i][j] = std::abs(row.impl[i][j] - row.ref[i][j]);
+    }
+    rows.push_back(std::move(row));
+  }
+  if (rows.empty()) return {};
+  const std::string property_name = property["name"].get<std::string>();
+  Chart chart;
+  chart.name = fmt::format("counterexample-{}-{}-{}", run.implementation, property_name, index);
+  chart.section = fmt::format("property:{}:{}", index, property_name);
+  std::string slice = tables.contains("slice") ? tables["slice"].dump() : "[0, 0]";
+  const std::string conditions = verify_conditions(run);
+  chart.caption = fmt::format("Counterexample of {} for {}: reference (left), implementation (middle) and "
+                              "|implementation − reference| (right), batch/head slice {}. Rows are queries, "
+                              "columns keys (A) or value dimensions (O); grey cells are NaN. {}",
+                              property_name, run.implementation, slice, conditions);
+  std::string s = preamble(1080, static_cast<int>(rows.size()) * 320 + 120,
+                           fmt::format("{} counterexample: {} (slice {})", run.implementation, property_name, slice),
+                           conditions);
+  s += "set key off\nunset grid\nset tics font \",9\"\nset size ratio -1\n";
+  s += "set xtics out nomirror\nset ytics out nomirror\nset colorbox\nset datafile missing \"NaN\"\n";
+  s += "set object 1 rectangle from graph 0,0 to graph 1,1 behind fc rgb \"#bbbbbb\" fs solid noborder\n";
+  for (size_t r = 0; r < rows.size(); ++r) {
+    s += matrix_block(fmt::format("r{}", r), rows[r].ref);
+    s += matrix_block(fmt::format("i{}", r), rows[r].impl);
+    if (!rows[r].diff.empty()) s += matrix_block(fmt::format("d{}", r), rows[r].diff);
+  }
+  s += "set tmargin 0\n";
+  s += fmt::format("set multiplot layout {},3 margins 0.04,0.93,0.05,{} spacing 0.09,0.12\n", rows.size(),
+                   rows.size() == 1 ? "0.75" : "0.86");
+  const char* sequential = "defined (0 \"#f7fbff\", 0.5 \"#6baed6\", 1 \"#08306b\")";
+  const char* errors = "defined (0 \"#fff5f0\", 0.5 \"#fb6a4a\", 1 \"#67000d\")";
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const Row& row = rows[r];
+    const auto [lo, hi] = finite_range({&row.ref, &row.impl});
+    s += heatmap_panel(fmt::format("r{}", r), "reference " + row.table, row.ref, lo, hi, sequential);
+    s += "unset label 900\nunset label 901\n";  // title and conditions, drawn once with the first panel
+    s += heatmap_panel(fmt::format("i{}", r), "implementation " + row.table, row.impl, lo, hi, sequential);
+    if (!row.diff.empty()) {
+      const auto [dlo, dhi] = finite_range({&row.diff});
+      s += heatmap_panel(fmt::format("d{}", r), "|difference| " + row.table, row.diff, 0, std::max(dhi, dlo),
+                         errors);
+    } else {
+      s += "set multiplot next\n";
+    }
+  }
+  s += "unset multiplot\n";
+  chart.svg = s;
+  return chart;
+}
+
+}  // namespace
+
+std::vector<Chart> draw_charts(const Model& model, const std::string& gnuplot) {
+  std::vector<Chart> scripts;
+  const auto colours = implementation_colours(model);
+  std::map<Config, std::vector<const Series*>> by_config;
+  for (const Series& s : model.series) by_config[s.config].push_back(&s);
+  for (const auto& [config, series] : by_config) {
+    scripts.push_back(time_chart(model, series, colours));
+    Chart g = gflops_chart(model, series, colours);
+    if (!g.svg.empty()) scripts.push_back(std::move(g));
+  }
+  for (size_t v = 0; v < model.verifies.size(); ++v) {
+    const VerifyRun& run = model.verifies[v];
+    if (run.doc.contains("error_vs_n")) {
+      Chart e = error_chart(run, v);
+      if (!e.svg.empty()) scripts.push_back(std::move(e));
+    }
+    for (const json& p : run.doc["properties"]) {
+      if (!p.contains("counterexample")) continue;
+      Chart c = counterexample_chart(run, p, v);
+      if (!c.svg.empty()) scripts.push_back(std::move(c));
+    }
+  }
+  // Each chart's svg field holds its script until gnuplot turns it into SVG.
+  std::vector<Chart> charts;
+  for (Chart& chart : scripts) {
+    chart.svg = run_gnuplot(gnuplot, chart.svg, "chart '" + chart.name + "'");
+    charts.push_back(std::move(chart));
+  }
+  return charts;
+}
+
+}  // namespace attncheck::report_detail

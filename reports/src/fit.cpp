@@ -1,0 +1,180 @@
+// The complexity fit, verdicts and the headline rows.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "model.h"
+
+namespace attncheck {
+
+std::optional<PowerFit> fit_power_law(const std::vector<std::pair<double, double>>& n_time,
+                                      double min_n) {
+  std::vector<std::pair<double, double>> usable;
+  for (const auto& [n, t] : n_time)
+    if (n > 0 && t > 0 && std::isfinite(n) && std::isfinite(t)) usable.emplace_back(n, t);
+  auto distinct_n = [](const std::vector<std::pair<double, double>>& points) {
+    std::set<double> ns;
+    for (const auto& p : points) ns.insert(p.first);
+    return ns.size();
+  };
+  std::vector<std::pair<double, double>> large;
+  for (const auto& p : usable)
+    if (p.first >= min_n) large.push_back(p);
+  PowerFit fit;
+  const std::vector<std::pair<double, double>>* points = &large;
+  if (distinct_n(large) < 2) {
+    points = &usable;
+    fit.all_points = true;
+  }
+  if (distinct_n(*points) < 2) return std::nullopt;
+
+  // Ordinary least squares of y = log t on x = log n.
+  double sx = 0, sy = 0;
+  for (const auto& [n, t] : *points) {
+    sx += std::log(n);
+    sy += std::log(t);
+  }
+  const double count = static_cast<double>(points->size());
+  const double mx = sx / count, my = sy / count;
+  double sxx = 0, sxy = 0;
+  for (const auto& [n, t] : *points) {
+    sxx += (std::log(n) - mx) * (std::log(n) - mx);
+    sxy += (std::log(n) - mx) * (std::log(t) - my);
+  }
+  fit.exponent = sxy / sxx;
+  fit.coefficient = std::exp(my - fit.exponent * mx);
+  fit.points = static_cast<int>(points->size());
+  fit.n_min = points->front().first;
+  fit.n_max = points->front().first;
+  for (const auto& p : *points) {
+    fit.n_min = std::min(fit.n_min, p.first);
+    fit.n_max = std::max(fit.n_max, p.first);
+  }
+  return fit;
+}
+
+}  // namespace attncheck
+
+namespace attncheck::report_detail {
+
+namespace {
+
+bool is_failure(const std::string& status) {
+  return status == "FAILED" || status == "CRASHED" || status == "TIMED_OUT";
+}
+
+}  // namespace
+
+std::string verdict_for(const Model& model, const std::string& implementation) {
+  int passed = 0, skipped = 0, total = 0;
+  std::vector<std::string> failed;
+  for (const VerifyRun& v : model.verifies) {
+    if (v.implementation != implementation) continue;
+    for (const auto& p : v.doc["properties"]) {
+      ++total;
+      const std::string status = p["status"].get<std::string>();
+      if (status == "PASSED") ++passed;
+      else if (status == "SKIPPED") ++skipped;
+      else if (is_failure(status)) failed.push_back(p["name"].get<std::string>() +
+                                                    (status == "FAILED" ? "" : " " + status));
+    }
+  }
+  if (total == 0) return "not verified";
+  if (!failed.empty())
+    return fmt::format("FAIL: {} of {} properties ({})", failed.size(), total, fmt::join(failed, ", "));
+  return skipped > 0 ? fmt::format("PASS: {} passed, {} skipped", passed, skipped)
+                     : fmt::format("PASS: {} passed", passed);
+}
+
+std::string bench_conditions(const BenchRun& run, int threads) {
+  std::string flags = run.cxx_flags.empty() ? "" : " " + run.cxx_flags;
+  std::string cpus = run.num_cpus > 0 ? fmt::format(" ({} logical CPUs)", run.num_cpus) : "";
+  return fmt::format("{}{}, {} thread{}, {}{}, SIMD target {}, {}, wall time", run.cpu_model, cpus, threads,
+                     threads == 1 ? "" : "s", run.compiler, flags, run.simd_target, run.statistic);
+}
+
+std::string verify_conditions(const VerifyRun& run) {
+  const auto& doc = run.doc;
+  const nlohmann::json context = doc.contains("context") && doc["context"].is_object() ? doc["context"]
+                                                                                         : nlohmann::json::object();
+  auto text = [&](const nlohmann::json& j, const char* key, const std::string& fallback) {
+    if (!j.contains(key) || j[key].is_null()) return fallback;
+    return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
+  };
+  return fmt::format("{}, {} core(s), {} {}, SIMD target {}, seed {}, {} cases per property, n ≤ {}",
+                     text(context, "cpu_model", "unknown CPU"), text(context, "cores_used", "?"),
+                     text(context, "compiler", "unknown compiler"), text(context, "flags", ""),
+                     text(context, "simd_target", "unknown"), text(doc, "seed", "?"),
+                     text(doc, "cases_per_property", "?"), text(doc, "max_n", "?"));
+}
+
+std::string format_number(double value, int significant) {
+  if (!std::isfinite(value)) return std::isnan(value) ? "nan" : (value > 0 ? "inf" : "-inf");
+  if (value == 0) return "0";
+  const double magnitude = std::abs(value);
+  if (magnitude >= 1e6 || magnitude < 1e-3) return fmt::format("{:.{}e}", value, significant - 1);
+  const int digits = static_cast<int>(std::floor(std::log10(magnitude))) + 1;
+  return fmt::format("{:.{}f}", value, std::max(0, significant - digits));
+}
+
+std::string format_fit(const std::optional<PowerFit>& fit) {
+  if (!fit) return "—";
+  if (fit->all_points)
+    return fmt::format("{:.2f} (all n {:g}–{:g}: fewer than 2 points with n ≥ 256)", fit->exponent, fit->n_min,
+                       fit->n_max);
+  return fmt::format("{:.2f} (n {:g}–{:g}, {} points)", fit->exponent, fit->n_min, fit->n_max, fit->points);
+}
+
+std::string format_speedup(const Speedup& s, int64_t own_largest_n) {
+  if (!s.factor) return "— (no common n)";
+  if (s.n == own_largest_n) return fmt::format("{}×", format_number(*s.factor));
+  return fmt::format("{}× (n={})", format_number(*s.factor), s.n);
+}
+
+void analyse(Model& model) {
+  for (Series& s : model.series) {
+    std::vector<std::pair<double, double>> points;
+    for (const Measurement& m : s.points) points.emplace_back(static_cast<double>(m.n), m.time_s);
+    s.fit = fit_power_law(points);
+  }
+  std::set<std::string> benchmarked;
+  for (const Series& s : model.series) {
+    benchmarked.insert(s.implementation);
+    HeadlineRow row;
+    row.implementation = s.implementation;
+    row.configuration = s.config.label();
+    const Measurement& last = s.points.back();
+    row.largest_n = last.n;
+    row.gflops = last.gflops;
+    if (last.peak_fraction) row.peak_percent = *last.peak_fraction * 100;
+    row.fit = s.fit;
+    for (const Series& peer : model.series) {
+      if (peer.config != s.config || peer.implementation == s.implementation) continue;
+      Speedup speedup;
+      speedup.peer = peer.implementation;
+      for (auto own = s.points.rbegin(); own != s.points.rend() && !speedup.factor; ++own)
+        for (const Measurement& other : peer.points)
+          if (other.n == own->n) {
+            speedup.factor = other.time_s / own->time_s;
+            speedup.n = own->n;
+            break;
+          }
+      row.speedups.push_back(speedup);
+    }
+    row.verdict = verdict_for(model, s.implementation);
+    model.headline.push_back(row);
+  }
+  // Implementations that were verified but not benchmarked still get a row.
+  for (const VerifyRun& v : model.verifies) {
+    if (benchmarked.count(v.implementation)) continue;
+    benchmarked.insert(v.implementation);
+    HeadlineRow row;
+    row.implementation = v.implementation;
+    row.verdict = verdict_for(model, v.implementation);
+    model.headline.push_back(row);
+  }
+}
+
+}  // namespace attncheck::report_detail

@@ -1,0 +1,335 @@
+// Reading and validating the input files. Every error names the file and the
+// field, and is raised before the report writes anything.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include "attncheck/problem.h"
+#include "model.h"
+
+namespace attncheck::report_detail {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void fail(const std::string& file, const std::string& message) {
+  throw InvalidInput(fmt::format("{}: {}", file, message));
+}
+
+json read_json_file(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) fail(file, fmt::format("cannot read the file ({})", std::strerror(errno)));
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    return json::parse(text.str());
+  } catch (const json::parse_error& e) {
+    fail(file, fmt::format("malformed JSON: {}", e.what()));
+  }
+}
+
+std::string string_or(const json& object, const char* key, const std::string& fallback = "") {
+  const auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return fallback;
+  if (it->is_string()) return it->get<std::string>();
+  return it->dump();
+}
+
+std::optional<double> number_or_string(const json& object, const char* key) {
+  const auto it = object.find(key);
+  if (it == object.end()) return std::nullopt;
+  if (it->is_number()) return it->get<double>();
+  if (it->is_string()) {
+    // AddCustomContext writes strings; accept a number written as one.
+    try {
+      size_t used = 0;
+      const double value = std::stod(it->get<std::string>(), &used);
+      if (used > 0) return value;
+    } catch (const std::exception&) {
+    }
+  }
+  return std::nullopt;
+}
+
+double seconds_per_unit(const std::string& file, const std::string& name, const std::string& unit) {
+  if (unit == "ns") return 1e-9;
+  if (unit == "us") return 1e-6;
+  if (unit == "ms") return 1e-3;
+  if (unit == "s") return 1.0;
+  fail(file, fmt::format("benchmark '{}': field time_unit: unknown unit '{}'", name, unit));
+}
+
+/// The key:value fields of a benchmark name such as fused/n:64/d:64/mask:none/threads:1.
+struct NameFields {
+  std::string implementation;
+  std::map<std::string, std::string> fields;
+};
+
+NameFields split_name(const std::string& name) {
+  NameFields out;
+  std::stringstream in(name);
+  std::string part;
+  bool first = true;
+  while (std::getline(in, part, '/')) {
+    if (first) {
+      out.implementation = part;
+      first = false;
+      continue;
+    }
+    const auto colon = part.find(':');
+    if (colon != std::string::npos) out.fields[part.substr(0, colon)] = part.substr(colon + 1);
+  }
+  return out;
+}
+
+std::optional<int64_t> integer_field(const NameFields& f, const std::string& key) {
+  const auto it = f.fields.find(key);
+  if (it == f.fields.end()) return std::nullopt;
+  try {
+    size_t used = 0;
+    const long long value = std::stoll(it->second, &used);
+    if (used == it->second.size()) return value;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+const json& require(const std::string& file, const json& object, const char* key,
+                    json::value_t type, const char* type_name, const std::string& where = "") {
+  const auto it = object.find(key);
+  const std::string prefix = where.empty() ? "" : where + ": ";
+  if (it == object.end()) fail(file, fmt::format("{}missing field '{}'", prefix, key));
+  const bool ok = type == json::value_t::number_float ? it->is_number() : it->type() == type;
+  if (!ok) fail(file, fmt::format("{}field '{}' must be {}", prefix, key, type_name));
+  return *it;
+}
+
+void load_bench_file(const std::string& file, Model& model) {
+  const json doc = read_json_file(file);
+  const std::string not_gbench = " (not a Google Benchmark JSON file: write it with `attncheck bench --json`)";
+  if (!doc.is_object()) fail(file, "top level must be an object" + not_gbench);
+  if (!doc.contains("context") || !doc["context"].is_object())
+    fail(file, "missing object field 'context'" + not_gbench);
+  if (!doc.contains("benchmarks") || !doc["benchmarks"].is_array())
+    fail(file, "missing array field 'benchmarks'" + not_gbench);
+
+  BenchRun run;
+  run.file = file;
+  run.context = doc["context"];
+  const json& c = run.context;
+  run.cpu_model = string_or(c, "cpu_model", "unknown CPU");
+  run.compiler = string_or(c, "compiler", "unknown compiler");
+  run.cxx_flags = string_or(c, "cxx_flags", "");
+  run.simd_target = string_or(c, "simd_target", "unknown");
+  run.date = string_or(c, "date", "");
+  run.host_name = string_or(c, "host_name", "");
+  run.library_build_type = string_or(c, "library_build_type", "");
+  run.num_cpus = static_cast<int>(number_or_string(c, "num_cpus").value_or(0));
+  run.peak_gflops = number_or_string(c, "peak_fma_gflops");
+  const size_t run_index = model.runs.size();
+
+  // Collect per run name: the iteration rows and the median aggregate.
+  struct Rows {
+    std::vector<const json*> iterations;
+    const json* median = nullptr;
+  };
+  std::map<std::string, Rows> by_run;
+  std::vector<std::string> order;
+  std::map<int, GBenchComplexity> complexity;  // by family_index
+  const json& benchmarks = doc["benchmarks"];
+  for (size_t i = 0; i < benchmarks.size(); ++i) {
+    const json& b = benchmarks[i];
+    const std::string where = fmt::format("benchmarks[{}]", i);
+    if (!b.is_object()) fail(file, where + " must be an object");
+    const std::string name = require(file, b, "name", json::value_t::string, "a string", where).get<std::string>();
+    const std::string run_type = require(file, b, "run_type", json::value_t::string, "a string", where).get<std::string>();
+    const std::string run_name = string_or(b, "run_name", name);
+    const int family = static_cast<int>(number_or_string(b, "family_index").value_or(-1));
+    if (run_type == "aggregate") {
+      const std::string aggregate = string_or(b, "aggregate_name");
+      if (aggregate == "BigO") {
+        GBenchComplexity& g = complexity[family];
+        g.big_o = string_or(b, "big_o");
+        g.real_coefficient = number_or_string(b, "real_coefficient").value_or(0);
+        g.cpu_coefficient = number_or_string(b, "cpu_coefficient").value_or(0);
+        g.time_unit = string_or(b, "time_unit", "ns");
+      } else if (aggregate == "RMS") {
+        complexity[family].rms = number_or_string(b, "rms");
+      } else if (aggregate == "median") {
+        if (!by_run.count(run_name)) order.push_back(run_name);
+        by_run[run_name].median = &b;
+      }
+      continue;
+    }
+    if (run_type != "iteration") fail(file, fmt::format("{}: field 'run_type': unknown value '{}'", where, run_type));
+    if (b.contains("error_occurred") && b["error_occurred"].is_boolean() && b["error_occurred"].get<bool>())
+      fail(file, fmt::format("benchmark '{}' reported an error: {}", name, string_or(b, "error_message")));
+    if (!by_run.count(run_name)) order.push_back(run_name);
+    by_run[run_name].iterations.push_back(&b);
+  }
+
+  auto measure = [&](const json& b, const std::string& where) {
+    const std::string name = string_or(b, "name");
+    const double real = require(file, b, "real_time", json::value_t::number_float, "a number", where).get<double>();
+    const std::string unit = require(file, b, "time_unit", json::value_t::string, "a string", where).get<std::string>();
+    return real * seconds_per_unit(file, name, unit);
+  };
+
+  for (const std::string& run_name : order) {
+    const Rows& rows = by_run[run_name];
+    const NameFields fields = split_name(run_name);
+    const auto n = integer_field(fields, "n");
+    if (!n) {
+      model.ignored_benchmarks.push_back(run_name);
+      continue;
+    }
+    if (*n <= 0) fail(file, fmt::format("benchmark '{}': n must be positive", run_name));
+    Measurement m;
+    m.implementation = fields.implementation;
+    m.n = *n;
+    m.d = integer_field(fields, "d").value_or(0);
+    m.mask = fields.fields.count("mask") ? fields.fields.at("mask") : "none";
+    m.benchmark = run_name;
+    m.run = run_index;
+    const json* source = nullptr;
+    if (rows.median != nullptr) {
+      source = rows.median;
+      m.statistic = "median";
+      m.repetitions = static_cast<int>(number_or_string(*source, "repetitions").value_or(1));
+      m.time_s = measure(*source, "benchmark '" + run_name + "_median'");
+    } else if (!rows.iterations.empty()) {
+      // Without a median row (repetitions == 1) there is one run; if a file
+      // holds several repetitions without aggregates, take their median here.
+      std::vector<std::pair<double, const json*>> times;
+      for (const json* b : rows.iterations) times.emplace_back(measure(*b, "benchmark '" + run_name + "'"), b);
+      std::sort(times.begin(), times.end(),
+                [](const auto& a, const auto& b) { return a.first < b.first; });
+      const auto& mid = times[(times.size() - 1) / 2];
+      source = mid.second;
+      m.time_s = mid.first;
+      m.repetitions = static_cast<int>(times.size());
+      m.statistic = times.size() > 1 ? "median" : "single";
+    } else {
+      continue;
+    }
+    if (!(m.time_s > 0)) fail(file, fmt::format("benchmark '{}': field 'real_time' must be positive", run_name));
+    m.threads = static_cast<int>(integer_field(fields, "threads").value_or(
+        static_cast<int64_t>(number_or_string(*source, "threads").value_or(1))));
+    m.family_index = static_cast<int>(number_or_string(*source, "family_index").value_or(-1));
+    if (const auto flops = number_or_string(*source, "flops")) m.gflops = *flops / 1e9;
+    else if (const auto gflops = number_or_string(*source, "gflops")) m.gflops = *gflops;
+    m.peak_fraction = number_or_string(*source, "peak_fraction");
+    // peak_fma_gflops is per core, as attncheck bench measures it.
+    if (!m.peak_fraction && m.gflops && run.peak_gflops && *run.peak_gflops > 0)
+      m.peak_fraction = *m.gflops / (*run.peak_gflops * m.threads);
+    run.repetitions = std::max(run.repetitions, m.repetitions);
+
+    // Attach to the series of this implementation and configuration.
+    const Config config{m.d, m.mask, m.threads};
+    auto it = std::find_if(model.series.begin(), model.series.end(), [&](const Series& s) {
+      return s.implementation == m.implementation && s.config == config;
+    });
+    if (it == model.series.end()) {
+      Series s;
+      s.implementation = m.implementation;
+      s.config = config;
+      s.run = run_index;
+      model.series.push_back(s);
+      it = model.series.end() - 1;
+    }
+    for (const Measurement& other : it->points)
+      if (other.n == m.n)
+        fail(file, fmt::format("benchmark '{}' duplicates '{}' from {} (same implementation and problem)",
+                               run_name, other.benchmark, model.runs.size() > other.run ? model.runs[other.run].file : file));
+    if (complexity.count(m.family_index)) it->gbench = complexity.at(m.family_index);
+    it->points.push_back(m);
+  }
+  run.statistic = run.repetitions > 1
+                      ? fmt::format("median of {} repetitions", run.repetitions)
+                      : "single run (1 repetition)";
+  model.runs.push_back(run);
+}
+
+const std::set<std::string> property_statuses = {"PASSED", "FAILED", "SKIPPED", "CRASHED", "TIMED_OUT"};
+
+void load_verify_file(const std::string& file, Model& model) {
+  const json doc = read_json_file(file);
+  if (!doc.is_object()) fail(file, "top level must be an object (not a verify JSON file)");
+  const auto version = doc.find("json_schema_version");
+  if (version == doc.end())
+    fail(file, "missing field 'json_schema_version' (not a verify JSON file: write it with `attncheck verify --json FILE`)");
+  if (!version->is_number_integer())
+    fail(file, "field 'json_schema_version' must be an integer");
+  if (version->get<int64_t>() != verify_json_schema_version)
+    fail(file, fmt::format("field 'json_schema_version' is {}; this attncheck reads version {}",
+                           version->get<int64_t>(), verify_json_schema_version));
+  const json& impl = require(file, doc, "implementation", json::value_t::object, "an object");
+  VerifyRun run;
+  run.file = file;
+  run.implementation = require(file, impl, "name", json::value_t::string, "a string", "implementation").get<std::string>();
+  run.precision = string_or(impl, "precision");
+  const json& properties = require(file, doc, "properties", json::value_t::array, "an array");
+  for (size_t i = 0; i < properties.size(); ++i) {
+    const std::string where = fmt::format("properties[{}]", i);
+    const json& p = properties[i];
+    if (!p.is_object()) fail(file, where + " must be an object");
+    require(file, p, "name", json::value_t::string, "a string", where);
+    const std::string status = require(file, p, "status", json::value_t::string, "a string", where).get<std::string>();
+    if (!property_statuses.count(status))
+      fail(file, fmt::format("{}: field 'status': unknown value '{}'", where, status));
+  }
+  if (doc.contains("error_vs_n")) {
+    const json& rows = require(file, doc, "error_vs_n", json::value_t::array, "an array");
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const std::string where = fmt::format("error_vs_n[{}]", i);
+      if (!rows[i].is_object()) fail(file, where + " must be an object");
+      require(file, rows[i], "n", json::value_t::number_float, "a number", where);
+    }
+  }
+  run.doc = doc;
+  model.verifies.push_back(std::move(run));
+}
+
+}  // namespace
+
+bool Config::operator<(const Config& other) const {
+  return std::make_tuple(d, mask != "none", mask, threads) <
+         std::make_tuple(other.d, other.mask != "none", other.mask, other.threads);
+}
+
+std::string Config::label() const {
+  return fmt::format("d={}, mask={}, threads={}", d == 0 ? std::string("?") : std::to_string(d), mask, threads);
+}
+
+Model load_inputs(const ReportInputs& inputs) {
+  if (inputs.bench_files.empty() && inputs.verify_files.empty())
+    throw InvalidInput("report: no input files (give --bench FILE and/or --verify FILE)");
+  Model model;
+  for (const std::string& file : inputs.bench_files) {
+    const size_t before = model.series.size();
+    size_t points_before = 0;
+    for (const Series& s : model.series) points_before += s.points.size();
+    load_bench_file(file, model);
+    size_t points_after = 0;
+    for (const Series& s : model.series) points_after += s.points.size();
+    if (points_after == points_before && model.series.size() == before)
+      fail(file, "field 'benchmarks': no benchmark named <implementation>/n:<n>/... (nothing to report)");
+  }
+  for (const std::string& file : inputs.verify_files) load_verify_file(file, model);
+  for (Series& s : model.series)
+    std::sort(s.points.begin(), s.points.end(),
+              [](const Measurement& a, const Measurement& b) { return a.n < b.n; });
+  std::sort(model.series.begin(), model.series.end(), [](const Series& a, const Series& b) {
+    return std::tie(a.config, a.implementation) < std::tie(b.config, b.implementation);
+  });
+  return model;
+}
+
+}  // namespace attncheck::report_detail

@@ -1,0 +1,120 @@
+// The report's internal model: what the input files say, normalised, plus the
+// fits. Built by inputs.cpp, drawn by charts.cpp, written by render.cpp.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attncheck/report.h"
+
+namespace attncheck::report_detail {
+
+/// One Google Benchmark JSON file and the conditions it states.
+struct BenchRun {
+  std::string file;
+  nlohmann::json context;  ///< the file's context object, as written
+  std::string cpu_model, compiler, cxx_flags, simd_target, date, host_name, library_build_type;
+  int num_cpus = 0;
+  std::optional<double> peak_gflops;  ///< context peak_fma_gflops
+  int repetitions = 1;                ///< the largest repetition count in the file
+  std::string statistic;              ///< "median of 3 repetitions" or "single run"
+};
+
+/// One implementation × problem: the time and rate Google Benchmark measured.
+struct Measurement {
+  std::string implementation;
+  int64_t n = 0, d = 0;
+  std::string mask = "none";
+  int threads = 1;
+  std::string benchmark;   ///< the run name in the bench file
+  double time_s = 0;       ///< real (wall) time per iteration, seconds
+  std::string statistic;   ///< "median" or "single"
+  int repetitions = 1;
+  std::optional<double> gflops;         ///< useful GFLOP/s (counter flops / 1e9, else gflops)
+  std::optional<double> peak_fraction;  ///< counter peak_fraction, else gflops / peak
+  int family_index = -1;
+  size_t run = 0;  ///< index into Model::runs
+};
+
+/// Google Benchmark's own complexity fit (the _BigO and _RMS rows).
+struct GBenchComplexity {
+  std::string big_o;
+  double real_coefficient = 0, cpu_coefficient = 0;
+  std::string time_unit;
+  std::optional<double> rms;  ///< a fraction: 0.01 is 1 %
+};
+
+/// The configuration a series varies n within.
+struct Config {
+  int64_t d = 0;
+  std::string mask;
+  int threads = 1;
+  bool operator==(const Config&) const = default;
+  /// By d, then mask with "none" first, then threads.
+  bool operator<(const Config& other) const;
+  std::string label() const;
+};
+
+/// One implementation's measurements over n in one configuration.
+struct Series {
+  std::string implementation;
+  Config config;
+  std::vector<Measurement> points;  ///< sorted by n
+  std::optional<PowerFit> fit;
+  std::optional<GBenchComplexity> gbench;
+  size_t run = 0;
+};
+
+/// One verify JSON file (schema version 1; see /docs/report-schema.md).
+struct VerifyRun {
+  std::string file;
+  nlohmann::json doc;
+  std::string implementation;
+  std::string precision;
+};
+
+struct Model {
+  std::vector<BenchRun> runs;
+  std::vector<Series> series;  ///< sorted by configuration, then implementation
+  std::vector<VerifyRun> verifies;
+  std::vector<std::string> ignored_benchmarks;  ///< names without an n: field
+  std::vector<HeadlineRow> headline;
+};
+
+/// Reads and validates every input file; throws InvalidInput naming the file and field.
+Model load_inputs(const ReportInputs& inputs);
+/// Fits every series, attaches verdicts, builds the headline rows.
+void analyse(Model& model);
+
+/// The verdict line for an implementation from its verify runs.
+std::string verdict_for(const Model& model, const std::string& implementation);
+/// Conditions of one bench run / one verify run, in one line.
+std::string bench_conditions(const BenchRun& run, int threads);
+std::string verify_conditions(const VerifyRun& run);
+
+/// A chart drawn by gnuplot: its file stem and the SVG text.
+struct Chart {
+  std::string name;     ///< file stem, e.g. "time-d64-none-t1"
+  std::string caption;  ///< what it shows, with its conditions
+  std::string section;  ///< where it belongs: "performance:<config label>", "error:<verify index>", "property:<verify index>:<name>"
+  std::string svg;
+};
+
+/// Draws every chart (throws InvalidInput when gnuplot is missing or fails).
+std::vector<Chart> draw_charts(const Model& model, const std::string& gnuplot);
+
+std::string render_json(const Model& model);
+std::string render_markdown(const Model& model);
+std::string render_html(const Model& model, const std::vector<Chart>& charts);
+
+/// Number formatting shared by the renderers.
+std::string format_number(double value, int significant = 3);
+std::string format_fit(const std::optional<PowerFit>& fit);
+std::string format_speedup(const Speedup& s, int64_t own_largest_n);
+
+}  // namespace attncheck::report_detail

@@ -1,0 +1,554 @@
+// report.json, report.md and report.html from the model. Markdown and HTML
+// share the same tables (rows of cells) so they say the same thing.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "model.h"
+
+namespace attncheck::report_detail {
+namespace {
+
+using nlohmann::json;
+using Table = std::vector<std::vector<std::string>>;  // first row is the header
+
+json optional_number(const std::optional<double>& value) {
+  if (!value || !std::isfinite(*value)) return nullptr;
+  return *value;
+}
+
+json fit_json(const std::optional<PowerFit>& fit) {
+  if (!fit) return nullptr;
+  return {{"exponent", fit->exponent},
+          {"coefficient_seconds", fit->coefficient},
+          {"n_min", fit->n_min},
+          {"n_max", fit->n_max},
+          {"points", fit->points},
+          {"all_points", fit->all_points},
+          {"range", fit->all_points ? "all n (fewer than 2 points with n >= 256)" : "n >= 256"}};
+}
+
+std::string text_of(const json& j, const char* key, const std::string& fallback = "") {
+  if (!j.is_object() || !j.contains(key) || j[key].is_null()) return fallback;
+  return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
+}
+
+std::string number_of(const json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return "—";
+  return format_number(j[key].get<double>());
+}
+
+/// The headline tables, one per configuration (plus one for implementations
+/// that were only verified).
+struct HeadlineGroup {
+  std::string configuration;
+  std::string conditions;
+  Table table;
+};
+
+std::vector<HeadlineGroup> headline_groups(const Model& model) {
+  std::vector<HeadlineGroup> groups;
+  std::map<std::string, size_t> index;
+  for (const HeadlineRow& row : model.headline) {
+    const std::string key = row.configuration.empty() ? "verified only (not benchmarked)" : row.configuration;
+    if (!index.count(key)) {
+      index[key] = groups.size();
+      HeadlineGroup g;
+      g.configuration = key;
+      std::vector<std::string> header = {"implementation"};
+      if (!row.configuration.empty()) {
+        header.insert(header.end(), {"largest n", "GFLOP/s", "% of peak", "fitted exponent",
+                                     "Google Benchmark fit (RMS)"});
+        // One column per implementation of this configuration; a row's own column shows "—".
+        for (const Series& s : model.series)
+          if (s.config.label() == row.configuration) header.push_back("speed-up vs " + s.implementation);
+        for (const Series& s : model.series)
+          if (s.config.label() == row.configuration && s.implementation == row.implementation) {
+            g.conditions = bench_conditions(model.runs[s.run], s.config.threads);
+            break;
+          }
+      }
+      header.push_back("verdict");
+      g.table.push_back(header);
+      groups.push_back(g);
+    }
+    HeadlineGroup& g = groups[index[key]];
+    std::vector<std::string> cells = {row.implementation};
+    if (!row.configuration.empty()) {
+      cells.push_back(std::to_string(row.largest_n));
+      cells.push_back(row.gflops ? format_number(*row.gflops) : "—");
+      cells.push_back(row.peak_percent ? format_number(*row.peak_percent, 2) + " %" : "—");
+      cells.push_back(format_fit(row.fit));
+      std::string gb = "—";
+      for (const Series& s : model.series)
+        if (s.config.label() == row.configuration && s.implementation == row.implementation && s.gbench) {
+          gb = fmt::format("{} · {} {}", s.gbench->big_o, format_number(s.gbench->real_coefficient),
+                           s.gbench->time_unit);
+          if (s.gbench->rms) gb += fmt::format(" (RMS {} %)", format_number(*s.gbench->rms * 100, 2));
+        }
+      cells.push_back(gb);
+      const auto& header = g.table.front();
+      for (size_t c = 6; c + 1 < header.size(); ++c) {
+        const std::string peer = header[c].substr(std::string("speed-up vs ").size());
+        std::string cell = "—";
+        for (const Speedup& s : row.speedups)
+          if (s.peer == peer) cell = format_speedup(s, row.largest_n);
+        cells.push_back(cell);
+      }
+    }
+    cells.push_back(row.verdict);
+    g.table.push_back(cells);
+  }
+  return groups;
+}
+
+Table measurements_table(const Model& model, const Config& config) {
+  Table t = {{"implementation", "n", "time per call", "GFLOP/s", "% of peak", "statistic"}};
+  for (const Series& s : model.series) {
+    if (s.config != config) continue;
+    for (const Measurement& m : s.points)
+      t.push_back({s.implementation, std::to_string(m.n), format_number(m.time_s * 1e3) + " ms",
+                   m.gflops ? format_number(*m.gflops) : "—",
+                   m.peak_fraction ? format_number(*m.peak_fraction * 100, 2) + " %" : "—",
+                   m.statistic == "median" ? fmt::format("median of {}", m.repetitions) : "single run"});
+  }
+  return t;
+}
+
+Table property_table(const VerifyRun& run) {
+  Table t = {{"property", "status", "cases", "seconds", "worst error / bound", "oracle", "notes"}};
+  for (const json& p : run.doc["properties"]) {
+    std::string notes;
+    if (p.contains("skipped_reason") && p["skipped_reason"].is_string()) notes = p["skipped_reason"].get<std::string>();
+    if (p.contains("not_exercised") && p["not_exercised"].is_array() && !p["not_exercised"].empty()) {
+      std::vector<std::string> names;
+      for (const json& n : p["not_exercised"]) names.push_back(n.is_string() ? n.get<std::string>() : n.dump());
+      notes += (notes.empty() ? "" : "; ") + fmt::format("not exercised: {}", fmt::join(names, ", "));
+    }
+    if (p.contains("counterexample") && p["counterexample"].is_object())
+      notes += (notes.empty() ? "" : "; ") + text_of(p["counterexample"], "message");
+    std::string cases = text_of(p, "cases", "—");
+    if (p.contains("discarded") && p["discarded"].is_number() && p["discarded"].get<double>() > 0)
+      cases += fmt::format(" ({} discarded)", p["discarded"].dump());
+    t.push_back({text_of(p, "name"), text_of(p, "status"), cases, number_of(p, "seconds"),
+                 number_of(p, "worst_error_over_bound"), text_of(p, "oracle", "—"), notes});
+  }
+  return t;
+}
+
+Table error_table(const VerifyRun& run) {
+  Table t = {{"n", "d", "mask", "max abs error", "error / bound", "oracle"}};
+  for (const json& r : run.doc["error_vs_n"])
+    t.push_back({text_of(r, "n"), text_of(r, "d", "—"), text_of(r, "mask", "—"), number_of(r, "max_abs_error"),
+                 number_of(r, "error_over_bound"), text_of(r, "oracle", "—")});
+  return t;
+}
+
+Table mutants_table(const VerifyRun& run) {
+  Table t = {{"mutant", "killed", "killed by", "case"}};
+  for (const json& m : run.doc["mutants"])
+    t.push_back({text_of(m, "name"), text_of(m, "killed"), text_of(m, "killed_by", "—"), text_of(m, "case_name", "—")});
+  return t;
+}
+
+/// A counterexample table (reference or implementation A or O) as cells, at
+/// most `limit` rows and columns.
+Table matrix_table(const json& matrix, size_t limit) {
+  Table t;
+  if (!matrix.is_array() || matrix.empty()) return t;
+  const size_t rows = matrix.size();
+  const size_t cols = matrix[0].is_array() ? matrix[0].size() : 1;
+  std::vector<std::string> header = {"row"};
+  for (size_t j = 0; j < std::min(cols, limit); ++j) header.push_back(std::to_string(j));
+  if (cols > limit) header.push_back("…");
+  t.push_back(header);
+  for (size_t i = 0; i < std::min(rows, limit); ++i) {
+    std::vector<std::string> cells = {std::to_string(i)};
+    const json& row = matrix[i];
+    for (size_t j = 0; j < std::min(cols, limit); ++j) {
+      const json& v = row.is_array() ? (j < row.size() ? row[j] : json()) : row;
+      cells.push_back(v.is_number() ? format_number(v.get<double>(), 4) : (v.is_string() ? v.get<std::string>() : "—"));
+    }
+    if (cols > limit) cells.push_back("…");
+    t.push_back(cells);
+  }
+  if (rows > limit) t.push_back(std::vector<std::string>(t.front().size(), "…"));
+  return t;
+}
+
+struct Counterexample {
+  std::string property, status, message, seed, case_file, slice;
+  std::vector<std::pair<std::string, Table>> tables;  // title, cells
+  std::string case_json;
+};
+
+std::vector<Counterexample> counterexamples(const VerifyRun& run) {
+  std::vector<Counterexample> out;
+  for (const json& p : run.doc["properties"]) {
+    if (!p.contains("counterexample") || !p["counterexample"].is_object()) continue;
+    const json& ce = p["counterexample"];
+    Counterexample c;
+    c.property = text_of(p, "name");
+    c.status = text_of(p, "status");
+    c.message = text_of(ce, "message");
+    c.seed = text_of(ce, "seed", text_of(run.doc, "seed", "?"));
+    c.case_file = text_of(ce, "case_file");
+    if (ce.contains("case")) {
+      c.case_json = ce["case"].dump();
+      if (c.case_json.size() > 4000) c.case_json = c.case_json.substr(0, 4000) + " …";
+    }
+    if (ce.contains("tables") && ce["tables"].is_object()) {
+      const json& tables = ce["tables"];
+      c.slice = tables.contains("slice") ? tables["slice"].dump() : "";
+      for (const char* side : {"reference", "implementation"})
+        if (tables.contains(side) && tables[side].is_object())
+          for (const char* name : {"A", "O"})
+            if (tables[side].contains(name))
+              c.tables.emplace_back(fmt::format("{} {}", side, name), matrix_table(tables[side][name], 8));
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::set<Config> configs(const Model& model) {
+  std::set<Config> out;
+  for (const Series& s : model.series) out.insert(s.config);
+  return out;
+}
+
+// ---------------------------------------------------------------- Markdown
+
+std::string md_cell(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '|') out += "\\|";
+    else if (c == '\n') out += " ";
+    else out += c;
+  }
+  return out;
+}
+
+std::string md_table(const Table& t) {
+  if (t.empty()) return "";
+  std::string out;
+  for (size_t r = 0; r < t.size(); ++r) {
+    out += "|";
+    for (const auto& cell : t[r]) {
+      out += ' ';
+      out += md_cell(cell);
+      out += " |";
+    }
+    out += "\n";
+    if (r == 0) {
+      out += "|";
+      for (size_t c = 0; c < t[r].size(); ++c) out += c == 0 ? "---|" : "---|";
+      out += "\n";
+    }
+  }
+  return out;
+}
+
+// -------------------------------------------------------------------- HTML
+
+std::string html_escape(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string html_table(const Table& t, const std::string& css_class = "") {
+  if (t.empty()) return "";
+  std::string out = css_class.empty() ? "<table>\n" : "<table class=\"" + css_class + "\">\n";
+  for (size_t r = 0; r < t.size(); ++r) {
+    out += "<tr>";
+    for (const auto& cell : t[r]) {
+      std::string attrs;
+      if (r > 0 && (cell.rfind("FAIL", 0) == 0 || cell == "FAILED" || cell == "CRASHED" || cell == "TIMED_OUT"))
+        attrs = " class=\"fail\"";
+      else if (r > 0 && (cell.rfind("PASS", 0) == 0 || cell == "PASSED"))
+        attrs = " class=\"pass\"";
+      out += (r == 0 ? "<th>" : "<td" + attrs + ">") + html_escape(cell) + (r == 0 ? "</th>" : "</td>");
+    }
+    out += "</tr>\n";
+  }
+  return out + "</table>\n";
+}
+
+/// Makes gnuplot's SVG fit inside an HTML page: drops the XML prolog and
+/// DOCTYPE and the namespace declarations (HTML gives inline <svg> its
+/// namespace), and prefixes every id so several charts do not clash.
+std::string inline_svg(const std::string& svg, const std::string& prefix) {
+  std::string out = svg.substr(svg.find("<svg"));
+  for (const char* attribute : {" xmlns=\"http://www.w3.org/2000/svg\"", " xmlns:xlink=\"http://www.w3.org/1999/xlink\"",
+                                "\n xmlns=\"http://www.w3.org/2000/svg\"", "\n xmlns:xlink=\"http://www.w3.org/1999/xlink\""}) {
+    const std::string a = attribute;
+    for (size_t at = out.find(a); at != std::string::npos; at = out.find(a)) out.erase(at, a.size());
+  }
+  // Collect ids, then rewrite each id and every reference to it.
+  std::set<std::string> ids;
+  for (const std::string opener : {"id='", "id=\""}) {
+    for (size_t at = out.find(opener); at != std::string::npos; at = out.find(opener, at + 1)) {
+      const size_t start = at + opener.size();
+      const size_t end = out.find(opener.back(), start);
+      if (end != std::string::npos) ids.insert(out.substr(start, end - start));
+    }
+  }
+  std::string rewritten;
+  rewritten.reserve(out.size() + out.size() / 8);
+  for (size_t i = 0; i < out.size();) {
+    bool replaced = false;
+    for (const std::string opener : {"id='", "id=\"", "#"}) {
+      if (out.compare(i, opener.size(), opener) != 0) continue;
+      const size_t start = i + opener.size();
+      size_t end = start;
+      while (end < out.size() && (std::isalnum(static_cast<unsigned char>(out[end])) || out[end] == '_' ||
+                                  out[end] == '-'))
+        ++end;
+      const std::string id = out.substr(start, end - start);
+      if (!id.empty() && ids.count(id) && (opener == "#" ? (i > 0 && (out[i - 1] == '\'' || out[i - 1] == '"' || out[i - 1] == '(')) : true)) {
+        rewritten += opener + prefix + id;
+        i = end;
+        replaced = true;
+      }
+      break;
+    }
+    if (!replaced) rewritten += out[i++];
+  }
+  // Let the chart shrink with the page.
+  const size_t tag_end = rewritten.find('>');
+  rewritten.insert(tag_end, " class=\"chart\" role=\"img\"");
+  return rewritten;
+}
+
+const char* css = R"(body { font-family: sans-serif; max-width: 1200px; margin: 2em auto; padding: 0 1em; color: #222; line-height: 1.4; }
+h1, h2, h3 { font-weight: 600; }
+h2 { border-bottom: 1px solid #ccc; padding-bottom: 0.2em; margin-top: 2em; }
+table { border-collapse: collapse; margin: 0.5em 0 1em; font-size: 0.92em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; }
+td.fail { background: #fde2e2; font-weight: 600; }
+td.pass { background: #e3f4e3; }
+table.matrix td { font-family: monospace; text-align: right; }
+.conditions { color: #555; font-size: 0.9em; }
+figure { margin: 1em 0 2em; }
+figcaption { color: #444; font-size: 0.9em; max-width: 960px; }
+svg.chart { max-width: 100%; height: auto; }
+pre { background: #f6f6f6; padding: 0.6em; overflow-x: auto; white-space: pre-wrap; word-break: break-all; }
+)";
+
+}  // namespace
+
+std::string render_json(const Model& model) {
+  json out;
+  out["json_schema_version"] = report_json_schema_version;
+  out["tool"] = "attncheck report";
+  json bench_files = json::array(), verify_files = json::array();
+  for (const BenchRun& r : model.runs) bench_files.push_back(r.file);
+  for (const VerifyRun& v : model.verifies) verify_files.push_back(v.file);
+  out["inputs"] = {{"bench", bench_files}, {"verify", verify_files}};
+  json runs = json::array();
+  for (const BenchRun& r : model.runs)
+    runs.push_back({{"file", r.file},
+                    {"cpu_model", r.cpu_model},
+                    {"num_cpus", r.num_cpus},
+                    {"compiler", r.compiler},
+                    {"cxx_flags", r.cxx_flags},
+                    {"simd_target", r.simd_target},
+                    {"peak_fma_gflops", optional_number(r.peak_gflops)},
+                    {"date", r.date},
+                    {"host_name", r.host_name},
+                    {"library_build_type", r.library_build_type},
+                    {"repetitions", r.repetitions},
+                    {"statistic", r.statistic},
+                    {"context", r.context}});
+  out["bench_runs"] = runs;
+  json records = json::array(), series = json::array();
+  for (const Series& s : model.series) {
+    const std::string verdict = verdict_for(model, s.implementation);
+    json ns = json::array();
+    for (const Measurement& m : s.points) {
+      ns.push_back(m.n);
+      records.push_back({{"implementation", m.implementation},
+                         {"problem", {{"n", m.n}, {"d", m.d}, {"mask", m.mask}, {"threads", m.threads}}},
+                         {"benchmark", m.benchmark},
+                         {"bench_run", m.run},
+                         {"time_seconds", m.time_s},
+                         {"time_statistic", m.statistic},
+                         {"repetitions", m.repetitions},
+                         {"gflops", optional_number(m.gflops)},
+                         {"peak_fraction", optional_number(m.peak_fraction)},
+                         {"verdict", verdict}});
+    }
+    json gb = nullptr;
+    if (s.gbench)
+      gb = {{"big_o", s.gbench->big_o},
+            {"real_coefficient", s.gbench->real_coefficient},
+            {"cpu_coefficient", s.gbench->cpu_coefficient},
+            {"time_unit", s.gbench->time_unit},
+            {"rms", optional_number(s.gbench->rms)}};
+    series.push_back({{"implementation", s.implementation},
+                      {"configuration", {{"d", s.config.d}, {"mask", s.config.mask}, {"threads", s.config.threads}}},
+                      {"bench_run", s.run},
+                      {"n", ns},
+                      {"fit", fit_json(s.fit)},
+                      {"google_benchmark", gb}});
+  }
+  out["records"] = records;
+  out["series"] = series;
+  json headline = json::array();
+  for (const HeadlineRow& row : model.headline) {
+    json speedups = json::array();
+    for (const Speedup& s : row.speedups)
+      speedups.push_back({{"peer", s.peer}, {"factor", optional_number(s.factor)}, {"n", s.factor ? json(s.n) : json()}});
+    headline.push_back({{"implementation", row.implementation},
+                        {"configuration", row.configuration.empty() ? json() : json(row.configuration)},
+                        {"largest_n", row.largest_n == 0 ? json() : json(row.largest_n)},
+                        {"gflops", optional_number(row.gflops)},
+                        {"peak_percent", optional_number(row.peak_percent)},
+                        {"fit", fit_json(row.fit)},
+                        {"speedups", speedups},
+                        {"verdict", row.verdict}});
+  }
+  out["headline"] = headline;
+  json verification = json::array();
+  for (const VerifyRun& v : model.verifies) {
+    const json& d = v.doc;
+    verification.push_back({{"file", v.file},
+                            {"implementation", v.implementation},
+                            {"precision", v.precision},
+                            {"verdict", verdict_for(model, v.implementation)},
+                            {"conditions", verify_conditions(v)},
+                            {"seed", d.value("seed", json())},
+                            {"cases_per_property", d.value("cases_per_property", json())},
+                            {"max_n", d.value("max_n", json())},
+                            {"context", d.value("context", json())},
+                            {"summary", d.value("summary", json())},
+                            {"properties", d["properties"]},
+                            {"error_vs_n", d.value("error_vs_n", json::array())},
+                            {"mutants", d.value("mutants", json::array())}});
+  }
+  out["verification"] = verification;
+  out["ignored_benchmarks"] = model.ignored_benchmarks;
+  return out.dump(2) + "\n";
+}
+
+std::string render_markdown(const Model& model) {
+  std::string md = "# attncheck report\n\n";
+  md += "## Headline\n\n";
+  if (model.headline.empty()) md += "No implementations in the inputs.\n\n";
+  for (const HeadlineGroup& g : headline_groups(model)) {
+    md += fmt::format("**{}**\n\n", g.configuration);
+    md += md_table(g.table);
+    if (!g.conditions.empty())
+      md += fmt::format("\n_Conditions: {}. GFLOP/s and % of peak at the largest n; speed-up = peer time / own "
+                        "time at the largest common n; exponent = least-squares slope of log time on log n._\n",
+                        g.conditions);
+    md += "\n";
+  }
+  for (const Config& config : configs(model)) {
+    md += fmt::format("<details><summary>All measurements, {}</summary>\n\n", config.label());
+    md += md_table(measurements_table(model, config)) + "\n</details>\n\n";
+  }
+  for (const VerifyRun& v : model.verifies) {
+    md += fmt::format("## Verification: {}{}\n\n", v.implementation, v.precision.empty() ? "" : " (" + v.precision + ")");
+    md += fmt::format("**{}**\n\n", verdict_for(model, v.implementation));
+    md += fmt::format("_Conditions: {}. From {}._\n\n", verify_conditions(v), v.file);
+    md += md_table(property_table(v)) + "\n";
+    for (const Counterexample& c : counterexamples(v)) {
+      md += fmt::format("### Counterexample: {} ({})\n\n", c.property, c.status);
+      md += fmt::format("{}\n\nSeed {}{}.\n\n", c.message, c.seed,
+                        c.case_file.empty() ? "" : fmt::format(", case file `{}`", c.case_file));
+      for (const auto& [title, table] : c.tables) {
+        if (table.empty()) continue;
+        md += fmt::format("{} (slice {}):\n\n{}\n", title, c.slice, md_table(table));
+      }
+    }
+    if (v.doc.contains("error_vs_n") && !v.doc["error_vs_n"].empty())
+      md += "### Error vs n\n\n" + md_table(error_table(v)) + "\n";
+    if (v.doc.contains("mutants") && v.doc["mutants"].is_array() && !v.doc["mutants"].empty())
+      md += "### Mutants\n\n" + md_table(mutants_table(v)) + "\n";
+  }
+  if (!model.ignored_benchmarks.empty())
+    md += fmt::format("Benchmarks without an n: field, not reported: {}.\n\n", fmt::join(model.ignored_benchmarks, ", "));
+  md += "Charts: see report.html beside this file.\n";
+  return md;
+}
+
+std::string render_html(const Model& model, const std::vector<Chart>& charts) {
+  int chart_number = 0;
+  auto figure = [&](const Chart& c) {
+    ++chart_number;
+    return fmt::format("<figure id=\"{}\">\n{}\n<figcaption>Figure {}. {}</figcaption>\n</figure>\n", html_escape(c.name),
+                       inline_svg(c.svg, fmt::format("c{}-", chart_number)), chart_number, html_escape(c.caption));
+  };
+  std::string h = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
+  h += "<title>attncheck report</title>\n<style>\n" + std::string(css) + "</style>\n</head>\n<body>\n";
+  h += "<h1>attncheck report</h1>\n<h2>Headline</h2>\n";
+  for (const HeadlineGroup& g : headline_groups(model)) {
+    h += fmt::format("<h3>{}</h3>\n", html_escape(g.configuration)) + html_table(g.table);
+    if (!g.conditions.empty())
+      h += fmt::format("<p class=\"conditions\">Conditions: {}. GFLOP/s and % of peak at the largest n; speed-up = "
+                       "peer time / own time at the largest common n; exponent = least-squares slope of log time "
+                       "on log n.</p>\n",
+                       html_escape(g.conditions));
+  }
+  if (!model.series.empty()) h += "<h2>Performance</h2>\n";
+  for (const Config& config : configs(model)) {
+    h += fmt::format("<h3>{}</h3>\n", html_escape(config.label()));
+    for (const Chart& c : charts)
+      if (c.section == "performance:" + config.label()) h += figure(c);
+    h += "<details><summary>All measurements</summary>\n" + html_table(measurements_table(model, config)) +
+         "</details>\n";
+  }
+  for (size_t i = 0; i < model.verifies.size(); ++i) {
+    const VerifyRun& v = model.verifies[i];
+    h += fmt::format("<h2>Verification: {}{}</h2>\n", html_escape(v.implementation),
+                     v.precision.empty() ? "" : " (" + html_escape(v.precision) + ")");
+    const std::string verdict = verdict_for(model, v.implementation);
+    h += fmt::format("<p><strong class=\"{}\">{}</strong></p>\n", verdict.rfind("FAIL", 0) == 0 ? "fail" : "pass",
+                     html_escape(verdict));
+    h += fmt::format("<p class=\"conditions\">Conditions: {}. From {}.</p>\n", html_escape(verify_conditions(v)),
+                     html_escape(v.file));
+    h += html_table(property_table(v));
+    for (const Counterexample& c : counterexamples(v)) {
+      h += fmt::format("<h3>Counterexample: {} ({})</h3>\n<p>{}</p>\n<p>Seed {}{}.</p>\n", html_escape(c.property),
+                       html_escape(c.status), html_escape(c.message), html_escape(c.seed),
+                       c.case_file.empty() ? "" : ", case file <code>" + html_escape(c.case_file) + "</code>");
+      for (const Chart& chart : charts)
+        if (chart.section == fmt::format("property:{}:{}", i, c.property)) h += figure(chart);
+      for (const auto& [title, table] : c.tables)
+        if (!table.empty())
+          h += fmt::format("<p>{} (slice {})</p>\n", html_escape(title), html_escape(c.slice)) +
+               html_table(table, "matrix");
+      if (!c.case_json.empty())
+        h += "<details><summary>Case JSON</summary><pre>" + html_escape(c.case_json) + "</pre></details>\n";
+    }
+    if (v.doc.contains("error_vs_n") && !v.doc["error_vs_n"].empty()) {
+      h += "<h3>Error vs n</h3>\n";
+      for (const Chart& chart : charts)
+        if (chart.section == fmt::format("error:{}", i)) h += figure(chart);
+      h += html_table(error_table(v));
+    }
+    if (v.doc.contains("mutants") && v.doc["mutants"].is_array() && !v.doc["mutants"].empty())
+      h += "<h3>Mutants</h3>\n" + html_table(mutants_table(v));
+  }
+  if (!model.ignored_benchmarks.empty())
+    h += fmt::format("<p>Benchmarks without an n: field, not reported: {}.</p>\n",
+                     html_escape(fmt::format("{}", fmt::join(model.ignored_benchmarks, ", "))));
+  h += "</body>\n</html>\n";
+  return h;
+}
+
+}  // namespace attncheck::report_detail

@@ -1,0 +1,114 @@
+// Bad inputs: a clear error naming the file and the field, and nothing written.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "attncheck/problem.h"
+#include "attncheck/report.h"
+#include "test_support.h"
+
+using namespace attncheck;
+using namespace attncheck::report_test;
+using Catch::Matchers::Contains;
+
+namespace {
+
+/// Runs write_report and returns the error message; fails the test if it succeeded.
+std::string error_of(const ReportInputs& inputs, const std::string& out_dir) {
+  try {
+    write_report(inputs, out_dir);
+  } catch (const InvalidInput& e) {
+    return e.what();
+  }
+  FAIL("write_report accepted bad input");
+  return "";
+}
+
+ReportInputs good_inputs() {
+  ReportInputs inputs;
+  inputs.bench_files = {fixture("bench_single.json")};
+  inputs.verify_files = {fixture("verify_fused.json")};
+  return inputs;
+}
+
+}  // namespace
+
+TEST_CASE("bad report inputs give a clear error naming file and field, and write nothing") {
+  ScratchDir dir;
+  const std::string out = dir.sub("report");
+  ReportInputs inputs = good_inputs();
+  std::string expected_file, expected_text;
+
+  SECTION("a missing bench file") {
+    inputs.bench_files.push_back(dir.sub("no-such-bench.json"));
+    expected_file = "no-such-bench.json";
+    expected_text = "cannot read the file (No such file or directory)";
+  }
+  SECTION("malformed verify JSON") {
+    inputs.verify_files.push_back(fixture("verify_malformed.json"));
+    expected_file = "verify_malformed.json";
+    expected_text = "malformed JSON";
+  }
+  SECTION("an unsupported json_schema_version") {
+    inputs.verify_files.push_back(fixture("verify_version_2.json"));
+    expected_file = "verify_version_2.json";
+    expected_text = "field 'json_schema_version' is 2; this attncheck reads version 1";
+  }
+  SECTION("a verify file without json_schema_version") {
+    inputs.verify_files.push_back(fixture("verify_no_version.json"));
+    expected_file = "verify_no_version.json";
+    expected_text = "missing field 'json_schema_version'";
+  }
+  SECTION("a verify file given as a bench file") {
+    inputs.bench_files.push_back(fixture("verify_fused.json"));
+    expected_file = "verify_fused.json";
+    expected_text = "missing array field 'benchmarks' (not a Google Benchmark JSON file";
+  }
+  SECTION("a bench file given as a verify file") {
+    inputs.verify_files.push_back(fixture("bench_single.json"));
+    expected_file = "bench_single.json";
+    expected_text = "missing field 'json_schema_version'";
+  }
+  SECTION("a missing gnuplot") {
+    inputs.gnuplot = dir.sub("no-such-gnuplot");
+    expected_file = "no-such-gnuplot";
+    expected_text = "install the Debian package gnuplot-nox";
+  }
+  const std::string message = error_of(inputs, out);
+  CHECK_THAT(message, Contains(expected_file));
+  CHECK_THAT(message, Contains(expected_text));
+  CHECK_FALSE(std::filesystem::exists(out));
+}
+
+TEST_CASE("a bad input leaves an existing report untouched") {
+  ScratchDir dir;
+  const std::string out = dir.sub("report");
+  const ReportResult first = write_report(good_inputs(), out);
+  const std::string before = read_text(first.html_path);
+  ReportInputs bad = good_inputs();
+  bad.verify_files.push_back(fixture("verify_version_2.json"));
+  CHECK_THAT(error_of(bad, out), Contains("json_schema_version"));
+  CHECK(read_text(first.html_path) == before);
+  CHECK(read_text(first.markdown_path).find("naive-eigen") != std::string::npos);
+}
+
+TEST_CASE("a bench entry with a wrong field type is named") {
+  ScratchDir dir;
+  const std::string bad_bench = dir.sub("bad-bench.json");
+  {
+    std::ofstream out(bad_bench);
+    out << R"({"context": {}, "benchmarks": [{"name": "fused/n:64/d:64/mask:none/threads:1", "run_type": "iteration",
+             "real_time": "fast", "time_unit": "ns"}]})";
+  }
+  ReportInputs inputs;
+  inputs.bench_files = {bad_bench};
+  const std::string message = error_of(inputs, dir.sub("report"));
+  CHECK_THAT(message, Contains("bad-bench.json"));
+  CHECK_THAT(message, Contains("field 'real_time' must be a number"));
+}
+
+TEST_CASE("no input files at all is an error") {
+  ScratchDir dir;
+  CHECK_THAT(error_of(ReportInputs{}, dir.sub("report")), Contains("no input files"));
+  CHECK_FALSE(std::filesystem::exists(dir.sub("report")));
+}

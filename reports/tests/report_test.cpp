@@ -1,0 +1,211 @@
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <regex>
+#include <map>
+#include <set>
+
+#include "attncheck/report.h"
+#include "test_support.h"
+
+using namespace attncheck;
+using namespace attncheck::report_test;
+using Catch::Matchers::Contains;
+
+namespace {
+
+ReportInputs fixture_inputs() {
+  ReportInputs inputs;
+  inputs.bench_files = {fixture("bench_single.json"), fixture("bench_repetitions.json")};
+  inputs.verify_files = {fixture("verify_fused.json"), fixture("verify_naive_eigen.json")};
+  return inputs;
+}
+
+const HeadlineRow& find_row(const std::vector<HeadlineRow>& rows, const std::string& impl, const std::string& config) {
+  for (const HeadlineRow& row : rows)
+    if (row.implementation == impl && row.configuration == config) return row;
+  FAIL("no headline row for " << impl << " " << config);
+  throw std::logic_error("unreachable");
+}
+
+/// The Markdown line of the headline table that starts with `| implementation |`,
+/// within the block of the given configuration.
+std::string headline_line(const std::string& md, const std::string& config, const std::string& impl) {
+  const size_t block = md.find("**" + config + "**");
+  REQUIRE(block != std::string::npos);
+  const size_t end = md.find("_Conditions:", block);
+  const size_t at = md.find("| " + impl + " |", block);
+  REQUIRE(at != std::string::npos);
+  REQUIRE(at < end);
+  return md.substr(at, md.find('\n', at) - at);
+}
+
+}  // namespace
+
+TEST_CASE("the report builds from the fixtures without running a benchmark") {
+  ScratchDir dir;
+  const ReportResult result = write_report(fixture_inputs(), dir.sub("out"));
+  CHECK(std::filesystem::is_regular_file(result.json_path));
+  CHECK(std::filesystem::is_regular_file(result.markdown_path));
+  CHECK(std::filesystem::is_regular_file(result.html_path));
+  CHECK(result.html_path == dir.sub("out") + "/report.html");
+
+  const auto report = nlohmann::json::parse(read_text(result.json_path));
+  CHECK(report["json_schema_version"] == 1);
+  // One record per implementation × problem: 3 implementations × 5 n + reference-double × 2 n,
+  // for each of two masks, plus 2 n of the repetitions file.
+  CHECK(report["records"].size() == (3 * 5 + 2) * 2 + 2);
+  CHECK(report["verification"].size() == 2);
+  for (const auto& record : report["records"]) {
+    CHECK(record["time_seconds"].get<double>() > 0);
+    CHECK(record.contains("verdict"));
+  }
+  // 7 headline rows per mask: fused, naive-eigen, naive-openblas, reference-double; plus the d=128 fused row.
+  CHECK(result.headline.size() == 4 * 2 + 1);
+}
+
+TEST_CASE("the fixture's exact n² series fits exponent 2 over n >= 256, and small series say they used all n") {
+  ScratchDir dir;
+  const ReportResult result = write_report(fixture_inputs(), dir.sub("out"));
+  const HeadlineRow& fused = find_row(result.headline, "fused", "d=64, mask=none, threads=1");
+  REQUIRE(fused.fit);
+  CHECK(std::abs(fused.fit->exponent - 2) < 0.01);
+  CHECK(fused.fit->n_min == 256);
+  CHECK(fused.fit->n_max == 1024);
+  const HeadlineRow& reference = find_row(result.headline, "reference-double", "d=64, mask=none, threads=1");
+  REQUIRE(reference.fit);
+  CHECK(reference.fit->all_points);
+  CHECK(reference.largest_n == 128);
+}
+
+TEST_CASE("the Markdown headline holds the expected rows and numbers") {
+  ScratchDir dir;
+  const ReportResult result = write_report(fixture_inputs(), dir.sub("out"));
+  const std::string md = read_text(result.markdown_path);
+  const std::string config = "d=64, mask=none, threads=1";
+  CHECK_THAT(md, Contains("| implementation | largest n | GFLOP/s | % of peak | fitted exponent | Google Benchmark fit "
+                          "(RMS) | speed-up vs fused | speed-up vs naive-eigen | speed-up vs naive-openblas | speed-up "
+                          "vs reference-double | verdict |"));
+  const std::string fused = headline_line(md, config, "fused");
+  CHECK_THAT(fused, Contains("| fused | 1024 | 60.0 | 50 % | 2.00 (n 256–1024, 3 points) | N^2 · "));
+  CHECK_THAT(fused, Contains("| — | 5.00× | 2.50× | 240× (n=128) | FAIL: 1 of 4 properties (row_sum) |"));
+  const std::string eigen = headline_line(md, config, "naive-eigen");
+  CHECK_THAT(eigen, Contains("| naive-eigen | 1024 | 12.0 | 10 % |"));
+  CHECK_THAT(eigen, Contains("| 0.200× | — | 0.500× | 48.0× (n=128) | PASS: 3 passed, 1 skipped |"));
+  const std::string reference = headline_line(md, config, "reference-double");
+  CHECK_THAT(reference, Contains("| reference-double | 128 | 0.250 |"));
+  CHECK_THAT(reference, Contains("fewer than 2 points with n ≥ 256"));
+  CHECK_THAT(reference, Contains("| not verified |"));
+  // The repetitions file: the median of 1.10, 1.00 and 1.02 × the 100 GFLOP/s time (98.0), not the mean (96.2).
+  const std::string repeated = headline_line(md, "d=128, mask=none, threads=2", "fused");
+  CHECK_THAT(repeated, Contains("| fused | 512 | 98.0 | 41 % |"));
+  // Conditions under the tables.
+  CHECK_THAT(md, Contains("AMD EPYC 9R45 (fixture) (2 logical CPUs), 1 thread, g++ 12.2.0 -O3 -DNDEBUG, SIMD target "
+                          "AVX3_ZEN4, single run (1 repetition)"));
+  CHECK_THAT(md, Contains("2 threads, g++ 12.2.0 -O3 -DNDEBUG, SIMD target AVX3_ZEN4, median of 3 repetitions"));
+}
+
+TEST_CASE("the Markdown lists each property and the failed one's counterexample") {
+  ScratchDir dir;
+  const ReportResult result = write_report(fixture_inputs(), dir.sub("out"));
+  const std::string md = read_text(result.markdown_path);
+  CHECK_THAT(md, Contains("## Verification: fused (fp32)"));
+  CHECK_THAT(md, Contains("| row_sum | FAILED | 7 |"));
+  CHECK_THAT(md, Contains("| temperature_limits | SKIPPED |"));
+  CHECK_THAT(md, Contains("implementation does not support temperature"));
+  CHECK_THAT(md, Contains("### Counterexample: row_sum (FAILED)"));
+  CHECK_THAT(md, Contains("attncheck-failures/row_sum-1a2b.json"));
+  CHECK_THAT(md, Contains("implementation A (slice [0,0])"));
+  CHECK_THAT(md, Contains("| 0 | 0.2906 | 0.08502 | 0.1142 | 0.4891 |"));
+  CHECK_THAT(md, Contains("| column_softmax | true | row_sum |"));
+}
+
+TEST_CASE("the HTML is a single file whose charts are inline SVG with no external references") {
+  ScratchDir dir;
+  const ReportResult result = write_report(fixture_inputs(), dir.sub("out"));
+  const std::string html = read_text(result.html_path);
+  // time and GFLOP/s for three configurations, error vs n for two verify files, one counterexample.
+  size_t svgs = 0;
+  for (size_t at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1)) ++svgs;
+  CHECK(svgs == 3 * 2 + 2 + 1);
+  CHECK(html.find("http") == std::string::npos);
+  CHECK(html.find("src=") == std::string::npos);
+  CHECK(html.find("<script") == std::string::npos);
+  CHECK(html.find("<link") == std::string::npos);
+  CHECK(html.find("<?xml") == std::string::npos);
+  CHECK(html.find("<!DOCTYPE svg") == std::string::npos);
+  // Every reference points inside the page, and no id is defined twice.
+  const std::regex href(R"(href=['"]([^'"]*)['"])");
+  for (auto it = std::sregex_iterator(html.begin(), html.end(), href); it != std::sregex_iterator(); ++it)
+    CHECK((*it)[1].str().rfind('#', 0) == 0);
+  const std::regex url(R"(url\(([^)]*)\))");
+  for (auto it = std::sregex_iterator(html.begin(), html.end(), url); it != std::sregex_iterator(); ++it)
+    CHECK((*it)[1].str().rfind('#', 0) == 0);
+  // gnuplot repeats some ids within one chart; no id may appear in two charts.
+  const std::regex id(R"(\sid=['"]([^'"]*)['"])");
+  std::map<std::string, size_t> chart_of_id;
+  size_t chart = 0;
+  for (size_t at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1), ++chart) {
+    const std::string svg = html.substr(at, html.find("</svg>", at) - at);
+    for (auto it = std::sregex_iterator(svg.begin(), svg.end(), id); it != std::sregex_iterator(); ++it) {
+      const auto [where, inserted] = chart_of_id.emplace((*it)[1].str(), chart);
+      if (!inserted) CHECK(where->second == chart);
+    }
+  }
+  CHECK(chart_of_id.size() > 9);
+  // gnuplot drew them: its marker is in each chart, and the legends carry the fit.
+  CHECK_THAT(html, Contains("Produced by GNUPLOT"));
+  CHECK_THAT(html, Contains("fused: exponent 2.00 (n 256-1024)"));
+  CHECK_THAT(html, Contains("n² guide"));
+  CHECK_THAT(html, Contains("measured peak"));
+  CHECK_THAT(html, Contains("fused counterexample: row_sum (slice [0,0])"));
+  CHECK_THAT(html, Contains("Error / bound vs n: fused"));
+  // Every chart states its conditions.
+  size_t conditions = 0;
+  for (size_t at = html.find("AMD EPYC 9R45 (fixture)"); at != std::string::npos;
+       at = html.find("AMD EPYC 9R45 (fixture)", at + 1))
+    ++conditions;
+  CHECK(conditions >= 2 * svgs);  // in the chart and in its caption
+}
+
+TEST_CASE("the charts are also written as standalone SVG files") {
+  ScratchDir dir;
+  const ReportResult result = write_report(fixture_inputs(), dir.sub("out"));
+  CHECK(result.chart_paths.size() == 9);
+  for (const std::string& path : result.chart_paths) {
+    const std::string svg = read_text(path);
+    CHECK_THAT(svg, Contains("<svg"));
+    CHECK_THAT(svg, Contains("</svg>"));
+  }
+}
+
+TEST_CASE("format_headline prints one aligned line per headline row") {
+  ScratchDir dir;
+  const ReportResult result = write_report(fixture_inputs(), dir.sub("out"));
+  const std::string text = format_headline(result.headline);
+  CHECK(std::count(text.begin(), text.end(), '\n') == static_cast<long>(result.headline.size()) + 1);
+  CHECK_THAT(text, Contains("vs naive-eigen 5.00×"));
+  CHECK_THAT(text, Contains("FAIL: 1 of 4 properties (row_sum)"));
+}
+
+TEST_CASE("a bench file with only aggregates (--benchmark_report_aggregates_only) uses the _median rows") {
+  ScratchDir dir;
+  auto doc = nlohmann::json::parse(read_text(fixture("bench_repetitions.json")));
+  nlohmann::json kept = nlohmann::json::array();
+  for (const auto& b : doc["benchmarks"])
+    if (b["run_type"] == "aggregate") kept.push_back(b);
+  doc["benchmarks"] = kept;
+  {
+    std::ofstream out(dir.sub("aggregates.json"));
+    out << doc.dump(2);
+  }
+  ReportInputs inputs;
+  inputs.bench_files = {dir.sub("aggregates.json")};
+  const ReportResult result = write_report(inputs, dir.sub("out"));
+  REQUIRE(result.headline.size() == 1);
+  REQUIRE(result.headline[0].gflops);
+  CHECK(*result.headline[0].gflops == Approx(100 / 1.02));
+  const auto report = nlohmann::json::parse(read_text(result.json_path));
+  CHECK(report["records"][0]["time_statistic"] == "median");
+  CHECK(report["records"][0]["repetitions"] == 3);
+}
