@@ -24,6 +24,7 @@ struct BenchArguments {
   std::string repetitions = "3";
   std::string min_time = "0.5";
   std::string json;
+  bool interleave = false;
 };
 
 int64_t parse_positive(const std::string& text, const std::string& option) {
@@ -81,6 +82,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--min-time", args->min_time, "Minimum seconds per repetition")
       ->capture_default_str();
   cmd->add_option("--json", args->json, "Write Google Benchmark's JSON to this file");
+  cmd->add_flag("--interleave", args->interleave,
+                "Run all repetitions in random interleaved order (fairer on a shared machine)");
   cmd->callback([args] {
     BenchOptions options;
     if (!args->impls.empty()) options.impls = args->impls;
@@ -93,6 +96,7 @@ void add_bench_command(CLI::App& app) {
     options.repetitions = parse_positive(args->repetitions, "--repetitions");
     options.min_time = parse_seconds(args->min_time, "--min-time");
     options.json_path = args->json;
+    options.interleave = args->interleave;
     run_benchmarks(options);
   });
 }

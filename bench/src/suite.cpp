@@ -269,6 +269,7 @@ size_t run_benchmarks(const BenchOptions& options) {
       "--benchmark_display_aggregates_only=true",
       "--benchmark_counters_tabular=true",
   };
+  if (options.interleave) args.push_back("--benchmark_enable_random_interleaving=true");
   if (!options.json_path.empty()) {
     args.push_back("--benchmark_out=" + options.json_path);
     args.push_back("--benchmark_out_format=json");

@@ -47,6 +47,9 @@ struct BenchOptions {
   int64_t repetitions = 3;
   double min_time = 0.5;   ///< seconds per benchmark (and repetition)
   std::string json_path;   ///< empty: no JSON file
+  /// Runs the repetitions of all benchmarks in random interleaved order, so
+  /// that changing load on a shared machine spreads over every benchmark.
+  bool interleave = false;
 };
 
 /// Parses a comma-separated list of positive integers ("64,128"); throws
