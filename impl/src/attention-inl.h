@@ -48,6 +48,8 @@ constexpr size_t kGroupRows = 4;     // rows per register block of the micro-ker
 constexpr size_t kGroupVecs = 4;     // vectors per register block of the micro-kernels
 constexpr size_t kChunk = static_cast<size_t>(kChunkRows);
 static_assert(kChunk % kTileRows == 0 && kTileRows % kGroupRows == 0);
+static_assert((kTileRows * sizeof(float)) % HWY_MAX_BYTES == 0,
+              "the softmax handles a tile's rows in whole vectors");
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
@@ -125,20 +127,31 @@ HWY_INLINE void SoftmaxTile(DF d, float* HWY_RESTRICT s, float* HWY_RESTRICT m,
                             float* HWY_RESTRICT l, float* HWY_RESTRICT alpha) {
   const size_t N = hn::Lanes(d);
   const size_t vecs = kPanelKeys / N;
+  HWY_ALIGN float m_new[kTileRows];
+  HWY_ALIGN float row_sum[kTileRows];
   for (size_t r = 0; r < kTileRows; ++r) {
-    float* row = s + r * kPanelKeys;
+    const float* row = s + r * kPanelKeys;
     VF vmax = hn::Load(d, row);
     for (size_t c = 1; c < vecs; ++c) vmax = hn::Max(vmax, hn::Load(d, row + c * N));
-    const float row_max = hn::GetLane(hn::MaxOfLanes(d, vmax));
-    const float m_new = std::max(m[r], row_max);
-    if (m_new == kNegInf) {
-      // Nothing readable yet for this row: no weights, output stays zero.
+    m_new[r] = std::max(m[r], hn::GetLane(hn::MaxOfLanes(d, vmax)));
+  }
+  // alpha = exp(m_old - m_new) for N rows at once: 0 on a row's first
+  // readable panel (m_old = -inf), 1 while a row has read nothing (both -inf).
+  for (size_t r = 0; r < kTileRows; r += N) {
+    const VF old_max = hn::Load(d, m + r);
+    const VF new_max = hn::Load(d, m_new + r);
+    const VF factor = hn::Exp(d, hn::Sub(old_max, new_max));
+    hn::Store(hn::IfThenElse(hn::Eq(new_max, hn::Set(d, kNegInf)), hn::Set(d, 1.0f), factor), d,
+              alpha + r);
+  }
+  for (size_t r = 0; r < kTileRows; ++r) {
+    float* row = s + r * kPanelKeys;
+    if (m_new[r] == kNegInf) {  // nothing readable yet: no weights, output stays zero
       for (size_t c = 0; c < vecs; ++c) hn::Store(hn::Zero(d), d, row + c * N);
-      alpha[r] = 1.0f;
+      row_sum[r] = 0.0f;
       continue;
     }
-    alpha[r] = std::exp(m[r] - m_new);  // exp(-inf) = 0 on the first readable block
-    const VF shift = hn::Set(d, m_new);
+    const VF shift = hn::Set(d, m_new[r]);
     VF sum = hn::Zero(d);
     for (size_t c = 0; c < vecs; ++c) {
       // Masked scores are -inf; hn::Exp returns exactly 0 for them.
@@ -146,8 +159,11 @@ HWY_INLINE void SoftmaxTile(DF d, float* HWY_RESTRICT s, float* HWY_RESTRICT m,
       hn::Store(p, d, row + c * N);
       sum = hn::Add(sum, p);
     }
-    l[r] = l[r] * alpha[r] + hn::GetLane(hn::SumOfLanes(d, sum));
-    m[r] = m_new;
+    row_sum[r] = hn::GetLane(hn::SumOfLanes(d, sum));
+  }
+  for (size_t r = 0; r < kTileRows; ++r) {
+    l[r] = l[r] * alpha[r] + row_sum[r];
+    m[r] = m_new[r];
   }
 }
 
