@@ -40,6 +40,19 @@ void mask_logits(const Problem& p, int64_t b, int64_t h, float* logits, int64_t 
   }
 }
 
+// The n_q×n_k scratch of the calling thread, reused across calls (it grows and
+// never shrinks): at n = 4096 it is 64 MiB, and allocating it per call would
+// time page faults rather than the peer's arithmetic.
+float* scratch(size_t floats) {
+  thread_local std::vector<float> buffer;
+  if (buffer.size() < floats) {
+    buffer.clear();
+    buffer.shrink_to_fit();
+    buffer.resize(floats);
+  }
+  return buffer.data();
+}
+
 // Runs body(slice) for slice = b * heads + h over every slice, on up to `threads` threads.
 template <class Body>
 void for_each_slice(const Shape& s, int threads, const Body& body) {
@@ -71,7 +84,7 @@ void naive_eigen_attention(const Problem& problem, const float* q, const float* 
     Eigen::Map<const RowMatrix> K(k + slice * s.n_k * s.d_k, s.n_k, s.d_k);
     Eigen::Map<const RowMatrix> V(v + slice * s.n_k * s.d_v, s.n_k, s.d_v);
     Eigen::Map<RowMatrix> O(out + slice * s.n_q * s.d_v, s.n_q, s.d_v);
-    RowMatrix A(s.n_q, s.n_k);
+    Eigen::Map<RowMatrix> A(scratch(static_cast<size_t>(s.n_q * s.n_k)), s.n_q, s.n_k);
     A.noalias() = Q * K.transpose();
     A *= multiplier;
     mask_logits(problem, b, h, A.data(), s.n_k);
@@ -97,7 +110,7 @@ void naive_openblas_attention(const Problem& problem, const float* q, const floa
   openblas_set_num_threads(std::max(threads, 1));
   const int64_t stride = detail::softmax_stride(s.n_k);
   // Padding columns are set to -inf (masked) for the softmax; the GEMMs never read them.
-  std::vector<float> weights(static_cast<size_t>(s.n_q * stride));
+  float* weights = scratch(static_cast<size_t>(s.n_q * stride));
   const auto n_q = static_cast<blasint>(s.n_q), n_k = static_cast<blasint>(s.n_k);
   const auto d_k = static_cast<blasint>(s.d_k), d_v = static_cast<blasint>(s.d_v);
   const auto ld = static_cast<blasint>(stride);
@@ -105,10 +118,10 @@ void naive_openblas_attention(const Problem& problem, const float* q, const floa
     const int64_t b = slice / s.heads, h = slice % s.heads;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_q, n_k, d_k, multiplier,
                 q + slice * s.n_q * s.d_k, d_k, k + slice * s.n_k * s.d_k, d_k, 0.0f,
-                weights.data(), ld);
-    mask_logits(problem, b, h, weights.data(), stride);
-    detail::softmax_rows(weights.data(), s.n_q, stride);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_q, d_v, n_k, 1.0f, weights.data(), ld,
+                weights, ld);
+    mask_logits(problem, b, h, weights, stride);
+    detail::softmax_rows(weights, s.n_q, stride);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_q, d_v, n_k, 1.0f, weights, ld,
                 v + slice * s.n_k * s.d_v, d_v, 0.0f, out + slice * s.n_q * s.d_v, d_v);
   }
 }
