@@ -204,8 +204,8 @@ std::string Arena::check_canaries() const {
     const std::byte* end = base_ + region_end_[i];
     for (const std::byte* p = b.data + b.bytes; p < end; ++p)
       if (*p != std::byte{kCanary})
-        return fmt::format("wrote {} bytes past the end of {} ({} bytes)", p - (b.data + b.bytes),
-                           b.name, b.bytes);
+        return fmt::format("wrote past the end of {} ({} bytes): changed byte {} after its end",
+                           b.name, b.bytes, p - (b.data + b.bytes));
   }
   return {};
 }

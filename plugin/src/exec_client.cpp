@@ -56,7 +56,9 @@ class ExecImplementation final : public Implementation {
   }
   ~ExecImplementation() override { stop(/*graceful=*/true); }
 
-  std::string name() const override { return name_; }
+  /// The --impl spec, so that a printed replay line works; the child's own
+  /// name (from its handshake) appears in every finding.
+  std::string name() const override { return "exec:" + command_; }
   Capabilities capabilities() const override { return capabilities_from_features(features_); }
   Precision precision() const override { return precision_; }
 

@@ -36,7 +36,9 @@ class PluginImplementation final : public Implementation {
         options_(options) {}
   ~PluginImplementation() override { dlclose(handle_); }
 
-  std::string name() const override { return name_; }
+  /// The --impl spec, so that a printed replay line works; the plugin's own
+  /// name appears in every finding.
+  std::string name() const override { return "plugin:" + path_; }
   Capabilities capabilities() const override { return capabilities_from_features(info_.features); }
   Precision precision() const override { return precision_; }
 

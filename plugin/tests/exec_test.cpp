@@ -58,7 +58,7 @@ ImplementationFault fault_of(const std::string& mode) {
 
 TEST_CASE("a correct child answers cases over the protocol, with weights, many times") {
   auto impl = start_exec(child("ok"), quick());
-  CHECK(impl->name() == "child-ok");
+  CHECK(impl->name() == "exec:" + child("ok"));
   CHECK(impl->capabilities().weights);
   CHECK(impl->precision() == Precision::fp32);
   Inputs in = inputs();

@@ -96,7 +96,7 @@ ImplementationFault fault_of(const std::string& plugin, int timeout_ms = 10000) 
 
 TEST_CASE("the example C plugin computes attention and its weights in a child process") {
   auto impl = load_plugin(plugin_path("attn_example_plugin"));
-  CHECK(impl->name() == "example-c");
+  CHECK(impl->name() == "plugin:" + plugin_path("attn_example_plugin"));
   CHECK(impl->precision() == Precision::fp32);
   CHECK(impl->capabilities().weights);
   CHECK(impl->capabilities().explicit_mask);
