@@ -277,6 +277,7 @@ Chart error_chart(const VerifyRun& run, size_t index) {
   const json& rows = run.doc["error_vs_n"];
   std::map<std::string, std::vector<std::pair<double, double>>> groups;
   bool all_positive = true;
+  double n_min = 1e300, n_max = 0, ratio_min = 1e300, ratio_max = 0;
   for (const json& r : rows) {
     const auto ratio = json_number(r, "error_over_bound");
     if (!ratio) continue;
@@ -284,6 +285,10 @@ Chart error_chart(const VerifyRun& run, size_t index) {
     const std::string d = r.contains("d") ? r["d"].dump() : "?";
     groups[fmt::format("d={}, mask={}", d, mask)].emplace_back(r["n"].get<double>(), *ratio);
     all_positive = all_positive && *ratio > 0;
+    n_min = std::min(n_min, r["n"].get<double>());
+    n_max = std::max(n_max, r["n"].get<double>());
+    ratio_min = std::min(ratio_min, *ratio);
+    ratio_max = std::max(ratio_max, *ratio);
   }
   if (groups.empty()) return {};
   Chart chart;
@@ -295,7 +300,13 @@ Chart error_chart(const VerifyRun& run, size_t index) {
                               run.implementation, conditions);
   std::string s = preamble(960, 560, fmt::format("Error / bound vs n: {}", run.implementation), conditions);
   s += "set logscale x 2\nset ylabel \"max error / bound\"\n";
-  if (all_positive) s += "set logscale y 10\nset format y \"%g\"\n";
+  s += fmt::format("set xrange [{}:{}]\n", gp_number(n_min / 1.3), gp_number(n_max * 1.3));
+  // Always show the bound (1) with some room above it.
+  if (all_positive)
+    s += fmt::format("set logscale y 10\nset format y \"%g\"\nset yrange [{}:{}]\n", gp_number(ratio_min / 3),
+                     gp_number(std::max(1.0, ratio_max) * 3));
+  else
+    s += fmt::format("set yrange [0:{}]\n", gp_number(std::max(1.0, ratio_max) * 1.2));
   std::string plot = "plot ";
   int i = 0;
   for (auto& [label, points] : groups) {
@@ -412,7 +423,7 @@ Chart counterexample_chart(const VerifyRun& run, const json& property, size_t in
   std::string s = preamble(1080, static_cast<int>(rows.size()) * 320 + 120,
                            fmt::format("{} counterexample: {} (slice {})", run.implementation, property_name, slice),
                            conditions);
-  s += "set key off\nunset grid\nset tics font \",9\"\nset size ratio -1\n";
+  s += "set key off\nunset grid\nset tics font \",9\"\nset cbtics format \"%.3g\"\n";
   s += "set xtics out nomirror\nset ytics out nomirror\nset colorbox\nset datafile missing \"NaN\"\n";
   s += "set object 1 rectangle from graph 0,0 to graph 1,1 behind fc rgb \"#bbbbbb\" fs solid noborder\n";
   for (size_t r = 0; r < rows.size(); ++r) {

@@ -35,11 +35,15 @@ json read_json_file(const std::string& file) {
   }
 }
 
+/// A context or name field as text, without surrounding blanks (CMake flag
+/// strings often start with a space).
 std::string string_or(const json& object, const char* key, const std::string& fallback = "") {
   const auto it = object.find(key);
   if (it == object.end() || it->is_null()) return fallback;
-  if (it->is_string()) return it->get<std::string>();
-  return it->dump();
+  std::string text = it->is_string() ? it->get<std::string>() : it->dump();
+  const size_t first = text.find_first_not_of(" \t\n");
+  if (first == std::string::npos) return fallback;
+  return text.substr(first, text.find_last_not_of(" \t\n") - first + 1);
 }
 
 std::optional<double> number_or_string(const json& object, const char* key) {

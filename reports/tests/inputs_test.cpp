@@ -112,3 +112,13 @@ TEST_CASE("no input files at all is an error") {
   CHECK_THAT(error_of(ReportInputs{}, dir.sub("report")), Contains("no input files"));
   CHECK_FALSE(std::filesystem::exists(dir.sub("report")));
 }
+
+TEST_CASE("the same implementation and problem in two bench files is an error naming both") {
+  ScratchDir dir;
+  ReportInputs inputs;
+  inputs.bench_files = {fixture("bench_single.json"), fixture("bench_single.json")};
+  const std::string message = error_of(inputs, dir.sub("report"));
+  CHECK_THAT(message, Contains("benchmark 'fused/n:64/d:64/mask:none/threads:1' duplicates"));
+  CHECK_THAT(message, Contains("bench_single.json"));
+  CHECK_FALSE(std::filesystem::exists(dir.sub("report")));
+}
