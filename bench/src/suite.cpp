@@ -11,10 +11,10 @@
 #include <fstream>
 #include <random>
 
+#include "attncheck/attention.h"
 #include "attncheck/bench.h"
 #include "attncheck/peak.h"
 #include "attncheck/peers.h"
-#include "attncheck/attention.h"
 
 namespace attncheck {
 namespace {
@@ -64,11 +64,16 @@ class CanonicalNames : public Reporter {
   }
 };
 
+// The part of a benchmark name after n: "d:<d>/mask:<m>/threads:<t>".
+std::string family_suffix(int64_t d, const std::string& mask, int64_t threads) {
+  return fmt::format("d:{}/mask:{}/threads:{}", d, mask, threads);
+}
+
 void add_context(double peak_gflops) {
   benchmark::AddCustomContext("peak_fma_gflops", fmt::format("{:.2f}", peak_gflops));
   benchmark::AddCustomContext("peak_probe_target", peak_probe_target());
   benchmark::AddCustomContext("simd_target", active_target());
-  benchmark::AddCustomContext("compiler", fmt::format("g++ {}", __VERSION__));
+  benchmark::AddCustomContext("compiler", ATTNCHECK_COMPILER);
   benchmark::AddCustomContext("cxx_flags", ATTNCHECK_CXX_FLAGS);
   benchmark::AddCustomContext("build_type", ATTNCHECK_BUILD_TYPE);
   benchmark::AddCustomContext("cpu_model", cpu_model());
@@ -79,8 +84,9 @@ void add_context(double peak_gflops) {
 void register_family(const BenchImplementation& impl, const BenchOptions& options,
                      const std::vector<int64_t>& sizes, int64_t d, const std::string& mask,
                      int64_t threads, double peak_gflops) {
-  const std::string family =
-      fmt::format("{}/d:{}/mask:{}/threads:{}", impl.name, d, mask, threads);
+  // Named "<impl>/d:<d>/mask:<m>/threads:<t>" with the argument n; canonicalise()
+  // turns each instance's name into bench_name().
+  const std::string family = impl.name + "/" + family_suffix(d, mask, threads);
   auto* bench = benchmark::RegisterBenchmark(
       family.c_str(), [impl, options, d, mask, threads, peak_gflops](benchmark::State& state) {
         const int64_t n = state.range(0);
@@ -228,7 +234,7 @@ void check_bench_options(const BenchOptions& o) {
 
 std::string bench_name(const std::string& impl, int64_t n, int64_t d, const std::string& mask,
                        int64_t threads) {
-  return fmt::format("{}/n:{}/d:{}/mask:{}/threads:{}", impl, n, d, mask, threads);
+  return fmt::format("{}/n:{}/{}", impl, n, family_suffix(d, mask, threads));
 }
 
 Problem bench_problem(const BenchOptions& options, int64_t n, int64_t d, const std::string& mask) {
