@@ -91,8 +91,10 @@ std::string verdict_for(const Model& model, const std::string& implementation) {
 std::string bench_conditions(const BenchRun& run, int threads) {
   std::string flags = run.cxx_flags.empty() ? "" : " " + run.cxx_flags;
   std::string cpus = run.num_cpus > 0 ? fmt::format(" ({} logical CPUs)", run.num_cpus) : "";
-  return fmt::format("{}{}, {} thread{}, {}{}, SIMD target {}, {}, wall time", run.cpu_model, cpus, threads,
-                     threads == 1 ? "" : "s", run.compiler, flags, run.simd_target, run.statistic);
+  const std::string load =
+      run.load_average ? fmt::format(", load average {}", format_number(*run.load_average, 2)) : "";
+  return fmt::format("{}{}, {} thread{}, {}{}, SIMD target {}, {}, wall time{}", run.cpu_model, cpus, threads,
+                     threads == 1 ? "" : "s", run.compiler, flags, run.simd_target, run.statistic, load);
 }
 
 std::string verify_conditions(const VerifyRun& run) {

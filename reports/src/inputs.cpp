@@ -135,6 +135,8 @@ void load_bench_file(const std::string& file, Model& model) {
   run.date = string_or(c, "date", "");
   run.host_name = string_or(c, "host_name", "");
   run.library_build_type = string_or(c, "library_build_type", "");
+  if (c.contains("load_avg") && c["load_avg"].is_array() && !c["load_avg"].empty() && c["load_avg"][0].is_number())
+    run.load_average = c["load_avg"][0].get<double>();
   run.num_cpus = static_cast<int>(number_or_string(c, "num_cpus").value_or(0));
   run.peak_gflops = number_or_string(c, "peak_fma_gflops");
   const size_t run_index = model.runs.size();

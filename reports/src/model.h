@@ -21,6 +21,7 @@ struct BenchRun {
   std::string cpu_model, compiler, cxx_flags, simd_target, date, host_name, library_build_type;
   int num_cpus = 0;
   std::optional<double> peak_gflops;  ///< context peak_fma_gflops
+  std::optional<double> load_average; ///< first of context load_avg: other work on the machine
   int repetitions = 1;                ///< the largest repetition count in the file
   std::string statistic;              ///< "median of 3 repetitions" or "single run"
 };

@@ -62,9 +62,11 @@ std::vector<HeadlineGroup> headline_groups(const Model& model) {
       if (!row.configuration.empty()) {
         header.insert(header.end(), {"largest n", "GFLOP/s", "% of peak", "fitted exponent",
                                      "Google Benchmark fit (RMS)"});
-        // One column per implementation of this configuration; a row's own column shows "—".
-        for (const Series& s : model.series)
-          if (s.config.label() == row.configuration) header.push_back("speed-up vs " + s.implementation);
+        // One column per implementation of this configuration (a row's own column shows "—"),
+        // none when the implementation has no peer.
+        if (!row.speedups.empty())
+          for (const Series& s : model.series)
+            if (s.config.label() == row.configuration) header.push_back("speed-up vs " + s.implementation);
         for (const Series& s : model.series)
           if (s.config.label() == row.configuration && s.implementation == row.implementation) {
             g.conditions = bench_conditions(model.runs[s.run], s.config.threads);

@@ -101,7 +101,7 @@ TEST_CASE("the Markdown headline holds the expected rows and numbers") {
   CHECK_THAT(repeated, Contains("| fused | 512 | 98.0 | 41 % |"));
   // Conditions under the tables.
   CHECK_THAT(md, Contains("AMD EPYC 9R45 (fixture) (2 logical CPUs), 1 thread, g++ 12.2.0 -O3 -DNDEBUG, SIMD target "
-                          "AVX3_ZEN4, single run (1 repetition)"));
+                          "AVX3_ZEN4, single run (1 repetition), wall time, load average 0.12"));
   CHECK_THAT(md, Contains("2 threads, g++ 12.2.0 -O3 -DNDEBUG, SIMD target AVX3_ZEN4, median of 3 repetitions"));
 }
 
