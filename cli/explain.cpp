@@ -1,6 +1,8 @@
 // attncheck explain: the nine tables of one slice of a case, from the reference.
 #include <fmt/format.h>
 
+#include <charconv>
+#include <cmath>
 #include <string>
 
 #include "attncheck/case.h"
@@ -11,30 +13,42 @@
 namespace attncheck::cli {
 namespace {
 
+// Options are read as text and converted here, so that a bad value is an
+// InvalidInput naming the option (exit 2) like every other bad input.
 struct ExplainArgs {
-  std::string case_name;
-  std::string input;
-  int digits = 6;
-  double temperature = 1;
-  bool temperature_given = false;
-  std::string causal;
-  int64_t batch = 0;
-  int64_t head = 0;
+  std::string case_name, input, digits = "6", temperature, causal, batch = "0", head = "0";
 };
+
+template <class T>
+T parse_number(const std::string& text, const char* option) {
+  T value{};
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end)
+    throw InvalidInput(fmt::format("option {}: '{}' is not a number", option, text));
+  return value;
+}
 
 void run_explain(const ExplainArgs& a) {
   if (a.case_name.empty() == a.input.empty())
     throw InvalidInput(fmt::format("explain: give exactly one of --case ({}) or --input FILE.json",
                                    fmt::join(builtin_case_names(), "|")));
+  ExplainOptions o;
+  o.digits = parse_number<int>(a.digits, "--digits");
+  o.batch = parse_number<int64_t>(a.batch, "--batch");
+  o.head = parse_number<int64_t>(a.head, "--head");
+  precision_for_digits(o.digits);  // rejects a bad --digits before any file is read
+
   Case c = a.input.empty() ? builtin_case(a.case_name) : read_case_file(a.input);
+  if (!a.temperature.empty()) {
+    const double tau = parse_number<double>(a.temperature, "--temperature");
+    if (!(std::isfinite(tau) && tau > 0))
+      throw InvalidInput(fmt::format("option --temperature is {}; it must be finite and > 0", tau));
+    c.problem.temperature = tau;
+  }
+  if (!a.causal.empty()) c.problem.causal = parse_causal(a.causal, "--causal");
   const std::string title =
       a.input.empty() ? fmt::format("case {}", a.case_name) : fmt::format("case file {}", a.input);
-  if (a.temperature_given) c.problem.temperature = a.temperature;
-  if (!a.causal.empty()) c.problem.causal = parse_causal(a.causal, "--causal");
-  ExplainOptions o;
-  o.digits = a.digits;
-  o.batch = a.batch;
-  o.head = a.head;
   fmt::print("{}", explain(c, o, title));
 }
 
@@ -51,15 +65,11 @@ void add_explain_command(CLI::App& app) {
                   "Significant digits printed (1-95); also picks the precision: <=12 double, "
                   "<=16 long double, <=45 mp50, else mp100")
       ->capture_default_str();
-  CLI::Option* temperature =
-      cmd->add_option("--temperature", args->temperature, "Override the temperature τ (> 0)");
+  cmd->add_option("--temperature", args->temperature, "Override the temperature τ (> 0)");
   cmd->add_option("--causal", args->causal, "Override the causal mask: none|top_left|bottom_right");
   cmd->add_option("--batch", args->batch, "Batch index of the slice shown")->capture_default_str();
   cmd->add_option("--head", args->head, "Head index of the slice shown")->capture_default_str();
-  cmd->callback([args, temperature] {
-    args->temperature_given = temperature->count() > 0;
-    run_explain(*args);
-  });
+  cmd->callback([args] { run_explain(*args); });
 }
 
 }  // namespace attncheck::cli

@@ -45,9 +45,10 @@ TEST_CASE("worked example 2 in double prints the chapter's rationals") {
 TEST_CASE("exercise 4: two different weight vectors give the same output") {
   const Case c = builtin_case("exercise-4");
   const auto t = reference_tables<mp50>(c.problem, c.q, c.k, c.v, 0, 0);
-  CHECK(abs(t.A(0, 0) - t.A(1, 0)) > mp50("0.9"));
-  CHECK(abs(t.O(0, 0) - t.O(1, 0)) < mp50("1e-45"));
-  CHECK(abs(t.O(0, 1) - t.O(1, 1)) < mp50("1e-45"));
+  // Compared as doubles so that Catch does not print multiprecision numbers.
+  CHECK(static_cast<double>(abs(t.A(0, 0) - t.A(1, 0))) > 0.9);
+  CHECK(static_cast<double>(abs(t.O(0, 0) - t.O(1, 0))) < 1e-45);
+  CHECK(static_cast<double>(abs(t.O(0, 1) - t.O(1, 1))) < 1e-45);
 }
 
 TEST_CASE("exercise 1: cross-attention shapes 4x8, 6x8, 6x3 give A 4x6 and O 4x3") {
