@@ -76,19 +76,23 @@ struct NameFields {
   std::map<std::string, std::string> fields;
 };
 
+/// The implementation is everything before the first problem field, so a
+/// name such as plugin:/opt/lib/attn.so/n:64/... keeps its path.
 NameFields split_name(const std::string& name) {
+  static const std::set<std::string> problem_keys = {"n", "d", "mask", "threads", "batch", "heads"};
   NameFields out;
   std::stringstream in(name);
   std::string part;
-  bool first = true;
+  bool in_implementation = true;
   while (std::getline(in, part, '/')) {
-    if (first) {
-      out.implementation = part;
-      first = false;
+    const auto colon = part.find(':');
+    const std::string key = colon == std::string::npos ? "" : part.substr(0, colon);
+    if (in_implementation && !problem_keys.count(key)) {
+      out.implementation += (out.implementation.empty() ? "" : "/") + part;
       continue;
     }
-    const auto colon = part.find(':');
-    if (colon != std::string::npos) out.fields[part.substr(0, colon)] = part.substr(colon + 1);
+    in_implementation = false;
+    if (colon != std::string::npos) out.fields[key] = part.substr(colon + 1);
   }
   return out;
 }

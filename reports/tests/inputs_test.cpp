@@ -1,7 +1,9 @@
-// Bad inputs: a clear error naming the file and the field, and nothing written.
+// Reading inputs: bad ones give a clear error naming the file and the field and
+// write nothing; awkward good ones (plugin names with slashes) are read right.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "attncheck/problem.h"
 #include "attncheck/report.h"
@@ -121,4 +123,26 @@ TEST_CASE("the same implementation and problem in two bench files is an error na
   CHECK_THAT(message, Contains("benchmark 'fused/n:64/d:64/mask:none/threads:1' duplicates"));
   CHECK_THAT(message, Contains("bench_single.json"));
   CHECK_FALSE(std::filesystem::exists(dir.sub("report")));
+}
+
+TEST_CASE("an implementation name holding slashes (a plugin path) is kept whole") {
+  ScratchDir dir;
+  auto doc = nlohmann::json::parse(read_text(fixture("bench_repetitions.json")));
+  for (auto& b : doc["benchmarks"]) {
+    for (const char* key : {"name", "run_name"}) {
+      std::string text = b[key].get<std::string>();
+      b[key] = "plugin:/opt/attn/lib.so" + text.substr(text.find('/'));
+    }
+  }
+  {
+    std::ofstream out(dir.sub("plugin.json"));
+    out << doc.dump(2);
+  }
+  ReportInputs inputs;
+  inputs.bench_files = {dir.sub("plugin.json")};
+  const ReportResult result = write_report(inputs, dir.sub("out"));
+  REQUIRE(result.headline.size() == 1);
+  CHECK(result.headline[0].implementation == "plugin:/opt/attn/lib.so");
+  CHECK(result.headline[0].configuration == "d=128, mask=none, threads=2");
+  CHECK(result.headline[0].largest_n == 512);
 }
