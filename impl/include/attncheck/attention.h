@@ -28,6 +28,10 @@ struct AttentionOptions {
 ///   out [batch][heads][n_q][d_v]
 /// Validates everything first (attncheck::validate) and throws InvalidInput
 /// without writing `out` or `lse` on bad input.
+///
+/// Extra memory per worker thread: the slice's Kᵀ packed in panels of 64 keys
+/// (n_k rounded up to 64, times d_k floats; V too when d_v is not a multiple
+/// of the SIMD width) plus O(64 · (d_k + d_v)) for one chunk of query rows.
 void attention(const Problem& problem, const float* q, const float* k, const float* v, float* out,
                const AttentionOptions& options = {});
 
@@ -51,7 +55,8 @@ std::vector<std::string> available_targets();
 std::string active_target();
 /// Restricts dispatch to the named target (one of available_targets());
 /// throws InvalidInput naming the option for an unknown or unsupported name.
-/// An empty name restores the best target.
+/// An empty name restores the best target. Process-wide: call it between
+/// attention() calls, not while one runs on another thread.
 void force_target(const std::string& name);
 
 }  // namespace attncheck
