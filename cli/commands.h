@@ -11,6 +11,7 @@ namespace attncheck::cli {
 void add_explain_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_run_command(CLI::App& app);
+void add_verify_command(CLI::App& app);
 /// Global --list-targets and --target NAME (SIMD target of the fused attention).
 void add_target_options(CLI::App& app);
 void add_report_command(CLI::App& app);

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "attncheck 0.1.0");
   // subcommands are registered here
+  attncheck::cli::add_verify_command(app);
   attncheck::cli::add_target_options(app);
   attncheck::cli::add_report_command(app);
   attncheck::cli::add_bench_command(app);

@@ -1,0 +1,169 @@
+// attncheck verify: every property against an implementation, with shrunk,
+// replayable counterexamples; also --replay of a case file and --mutants.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <random>
+
+#include "attncheck/builtin_implementations.h"
+#include "attncheck/registry.h"
+#include "attncheck/verify.h"
+#include "commands.h"
+
+namespace attncheck::cli {
+namespace {
+
+struct VerifyArgs {
+  std::string impl = "fused";
+  int cases = 100;
+  std::optional<uint64_t> seed;
+  int64_t max_n = 48;
+  std::vector<std::string> properties;
+  std::string json, junit, replay, failures_dir = "attncheck-failures";
+  bool mutants = false, list = false;
+  int threads = 1;
+};
+
+std::string ratio_text(const PropertyResult& r) {
+  if (!r.worst_ratio) return "-";
+  return std::isfinite(*r.worst_ratio) ? fmt::format("{:.3g}", *r.worst_ratio) : "inf";
+}
+
+void print_header() {
+  fmt::print("{:<28} {:>6} {:>10} {:>12} {:>8}  {}\n", "property", "cases", "verdict", "error/bound", "time",
+             "oracle");
+}
+
+void print_row(const PropertyResult& r) {
+  fmt::print("{:<28} {:>6} {:>10} {:>12} {:>7.2f}s  {}\n", r.name, r.cases, to_string(r.status), ratio_text(r),
+             r.seconds, r.oracles.empty() ? "" : fmt::format("{}", fmt::join(r.oracles, "+")));
+  if (r.status == Status::skipped) fmt::print("    skipped: {}\n", r.skipped_reason);
+  if (r.status != Status::passed && r.status != Status::skipped) {
+    fmt::print("    {}\n", r.message);
+    if (r.counterexample) fmt::print("    minimal case: {}\n", canonical_name(r.counterexample->problem));
+    if (!r.case_file.empty())
+      fmt::print("    case file: {}  (replay: attncheck verify --impl {} --replay {})\n", r.case_file,
+                 r.counterexample ? r.counterexample->labels.at("implementation") : "?", r.case_file);
+  }
+  std::fflush(stdout);
+}
+
+void write_text(const std::string& path, const std::string& text, const char* option) {
+  std::ofstream out(path);
+  if (!out) throw InvalidInput(fmt::format("option {}: cannot write '{}'", option, path));
+  out << text;
+}
+
+void check_args(const VerifyArgs& a) {
+  if (a.cases < 1) throw InvalidInput(fmt::format("option --cases is {}; it must be at least 1", a.cases));
+  if (a.max_n < 1) throw InvalidInput(fmt::format("option --max-n is {}; it must be at least 1", a.max_n));
+  if (a.threads < 0) throw InvalidInput(fmt::format("option --threads is {}; it must be >= 0", a.threads));
+  for (const std::string& name : a.properties)
+    if (!find_property(name)) {
+      std::string known;
+      for (const Property& p : all_properties()) known += (known.empty() ? "" : ", ") + p.name;
+      throw InvalidInput(fmt::format("option --property: unknown property '{}'; known: {}", name, known));
+    }
+  if (a.mutants && !a.replay.empty()) throw InvalidInput("options --mutants and --replay cannot be combined");
+}
+
+void run(const VerifyArgs& a) {
+  if (a.list) {
+    fmt::print("implementations:\n");
+    for (const auto& [name, description] : implementation_list()) fmt::print("  {:<28} {}\n", name, description);
+    fmt::print("properties:\n");
+    for (const Property& p : all_properties()) fmt::print("  {:<28} {}\n", p.name, p.sentence);
+    return;
+  }
+  check_args(a);
+  VerifyOptions options;
+  options.seed = a.seed ? *a.seed : std::random_device{}();
+  options.cases = a.cases;
+  options.max_n = a.max_n;
+  options.properties = a.properties;
+  options.threads = a.threads;
+  options.failures_dir = a.failures_dir;
+  const bool tty = isatty(fileno(stderr));
+  if (tty)
+    options.progress = [](const std::string& name, int done, int total, bool shrinking) {
+      fmt::print(stderr, "\r  {:<28} {:>4}/{:<4}{}\x1b[K", name, done, total, shrinking ? " shrinking" : "");
+    };
+  auto clear_progress = [tty] {
+    if (tty) fmt::print(stderr, "\r\x1b[K");
+  };
+
+  VerifyReport report;
+  report.options = options;
+  if (a.mutants) {
+    fmt::print("hunting {} mutants with seed {}, {} cases per property\n", make_mutants().size(), options.seed,
+               options.cases);
+    report.implementation = "mutants";
+    report.mutants = hunt_mutants(options);
+    clear_progress();
+    int killed = 0;
+    for (const MutantResult& m : report.mutants) {
+      killed += m.killed;
+      if (m.killed)
+        fmt::print("{:<34} killed by {:<26} minimal case {}\n    {}\n", m.name, m.killed_by, m.case_name, m.message);
+      else
+        fmt::print("{:<34} SURVIVED\n", m.name);
+    }
+    fmt::print("{} of {} mutants killed\n", killed, report.mutants.size());
+  } else {
+    auto impl = make_implementation(a.impl);
+    report.implementation = impl->name();
+    report.precision = impl->precision();
+    report.capabilities = impl->capabilities();
+    if (!a.replay.empty()) {
+      const Case c = read_case_file(a.replay);
+      fmt::print("replaying {} ({}) against {}\n", a.replay, canonical_name(c.problem), impl->name());
+      print_header();
+      report.properties = replay_case(*impl, c, options);
+      for (const PropertyResult& r : report.properties) {
+        print_row(r);
+        if (!r.tables.is_null() && r.tables.contains("reference")) fmt::print("{}", format_slice_comparison(r.tables));
+      }
+    } else {
+      fmt::print("verifying {} ({}) with seed {}, {} cases per property, max n {}\n", impl->name(),
+                 to_string(impl->precision()), options.seed, options.cases, options.max_n);
+      print_header();
+      for (const Property& p : all_properties()) {
+        if (!a.properties.empty() && std::find(a.properties.begin(), a.properties.end(), p.name) == a.properties.end())
+          continue;
+        report.properties.push_back(run_property(*impl, p, options));
+        clear_progress();
+        print_row(report.properties.back());
+      }
+      if (!a.json.empty()) report.error_vs_n = error_versus_n(*impl, {16, 64, 256});
+    }
+    fmt::print("{}\n", summary_line(report));
+  }
+  if (!a.json.empty()) write_text(a.json, verify_json(report), "--json");
+  if (!a.junit.empty()) write_text(a.junit, verify_junit(report), "--junit");
+  if (!all_passed(report)) throw CLI::RuntimeError(1);
+}
+
+}  // namespace
+
+void add_verify_command(CLI::App& app) {
+  auto args = std::make_shared<VerifyArgs>();
+  CLI::App* cmd = app.add_subcommand("verify", "check every property against an implementation");
+  cmd->add_option("--impl", args->impl, "implementation (see --list)")->capture_default_str();
+  cmd->add_option("--cases", args->cases, "generated cases per property")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "random seed (default: a fresh one, printed)");
+  cmd->add_option("--max-n", args->max_n, "largest n_q, n_k, d generated")->capture_default_str();
+  cmd->add_option("--property", args->properties, "run only this property (repeatable)");
+  cmd->add_option("--json", args->json, "write verify JSON (docs/verify-json.md)");
+  cmd->add_option("--junit", args->junit, "write JUnit XML, one testcase per property");
+  cmd->add_option("--replay", args->replay, "re-run the case file of a recorded failure");
+  cmd->add_flag("--mutants", args->mutants, "run the suite against every mutant; each must be killed");
+  cmd->add_option("--threads", args->threads, "thread hint for the implementation (0: all)")->capture_default_str();
+  cmd->add_option("--failures-dir", args->failures_dir, "where shrunk failing cases are written")
+      ->capture_default_str();
+  cmd->add_flag("--list", args->list, "list implementations and properties");
+  cmd->callback([args] { run(*args); });
+}
+
+}  // namespace attncheck::cli

@@ -1,0 +1,164 @@
+#include "attncheck/builtin_implementations.h"
+
+#include <fmt/format.h>
+
+#include "attncheck/attention.h"
+#include "attncheck/reference.h"
+#ifdef ATTNCHECK_HAVE_PEERS
+#include "attncheck/peers.h"
+#endif
+
+namespace attncheck {
+namespace {
+
+// Entry points that take raw pointers cannot see a tensor's length, so the
+// wrapper checks lengths (naming the tensor) and leaves the rest to them.
+void check_lengths(const Problem& p, std::span<const float> q, std::span<const float> k,
+                   std::span<const float> v, std::span<float> out) {
+  validate_problem(p);
+  const Shape& s = p.shape;
+  const std::pair<const char*, std::pair<size_t, int64_t>> sizes[] = {
+      {"Q", {q.size(), s.q_size()}}, {"K", {k.size(), s.k_size()}},
+      {"V", {v.size(), s.v_size()}}, {"out", {out.size(), s.out_size()}}};
+  for (const auto& [name, got_expected] : sizes)
+    if (static_cast<int64_t>(got_expected.first) != got_expected.second)
+      throw InvalidInput(fmt::format("{}: has {} elements; expected {}", name, got_expected.first,
+                                     got_expected.second));
+}
+
+class FusedImplementation : public Implementation {
+ public:
+  std::string name() const override { return "fused"; }
+  Capabilities capabilities() const override {
+    Capabilities c;
+    c.weights = false;
+    c.threads = true;
+    return c;
+  }
+  Precision precision() const override { return Precision::fp32; }
+  void forward(const Problem& p, std::span<const float> q, std::span<const float> k,
+               std::span<const float> v, std::span<float> out, std::span<float>,
+               int threads) override {
+    check_lengths(p, q, k, v, out);
+    AttentionOptions options;
+    options.threads = threads;
+    attention(p, q.data(), k.data(), v.data(), out.data(), options);
+  }
+};
+
+#ifdef ATTNCHECK_HAVE_PEERS
+class NaiveEigenImplementation : public Implementation {
+ public:
+  std::string name() const override { return "naive-eigen"; }
+  Capabilities capabilities() const override { return {}; }
+  Precision precision() const override { return Precision::fp32; }
+  void forward(const Problem& p, std::span<const float> q, std::span<const float> k,
+               std::span<const float> v, std::span<float> out, std::span<float>, int) override {
+    check_lengths(p, q, k, v, out);
+    naive_eigen_attention(p, q.data(), k.data(), v.data(), out.data());
+  }
+};
+#endif
+
+template <class T>
+class ReferenceImplementation : public Implementation {
+ public:
+  ReferenceImplementation(std::string name, Precision precision)
+      : name_(std::move(name)), precision_(precision) {}
+  std::string name() const override { return name_; }
+  Capabilities capabilities() const override {
+    Capabilities c;
+    c.weights = true;
+    return c;
+  }
+  Precision precision() const override { return precision_; }
+  void forward(const Problem& p, std::span<const float> q, std::span<const float> k,
+               std::span<const float> v, std::span<float> out, std::span<float> weights,
+               int) override {
+    std::vector<T> w;
+    const std::vector<T> o = reference_attention<T>(p, q, k, v, weights.empty() ? nullptr : &w);
+    if (o.size() != out.size() || (!weights.empty() && w.size() != weights.size()))
+      throw InvalidInput("out: wrong number of elements for the shape");
+    for (size_t i = 0; i < o.size(); ++i) out[i] = static_cast<float>(o[i]);
+    for (size_t i = 0; i < w.size(); ++i) weights[i] = static_cast<float>(w[i]);
+  }
+
+ private:
+  std::string name_;
+  Precision precision_;
+};
+
+template <class T>
+class NaiveImplementation : public Implementation {
+ public:
+  NaiveImplementation(std::string name, Precision precision, Flaw flaw)
+      : name_(std::move(name)), precision_(precision), flaw_(flaw) {}
+  std::string name() const override { return name_; }
+  Capabilities capabilities() const override {
+    Capabilities c;
+    c.weights = true;
+    return c;
+  }
+  Precision precision() const override { return precision_; }
+  void forward(const Problem& p, std::span<const float> q, std::span<const float> k,
+               std::span<const float> v, std::span<float> out, std::span<float> weights,
+               int) override {
+    naive_attention<T>(p, q, k, v, out, weights, flaw_);
+  }
+
+ private:
+  std::string name_;
+  Precision precision_;
+  Flaw flaw_;
+};
+
+}  // namespace
+
+#ifdef ATTNCHECK_HAVE_PEERS
+std::unique_ptr<Implementation> make_naive_eigen_implementation() {
+  return std::make_unique<NaiveEigenImplementation>();
+}
+#endif
+
+std::unique_ptr<Implementation> make_fused_implementation() {
+  return std::make_unique<FusedImplementation>();
+}
+
+std::unique_ptr<Implementation> make_reference_implementation(const std::string& precision) {
+  if (precision == "double")
+    return std::make_unique<ReferenceImplementation<double>>("reference-double", Precision::fp64);
+  if (precision == "long double")
+    return std::make_unique<ReferenceImplementation<long double>>("reference-long-double",
+                                                                  Precision::extended);
+  if (precision == "mp50")
+    return std::make_unique<ReferenceImplementation<mp50>>("reference-mp50", Precision::multiprecision);
+  throw InvalidInput(fmt::format("reference precision '{}' is not one of double, long double, mp50", precision));
+}
+
+std::unique_ptr<Implementation> make_naive_implementation(Precision precision, Flaw flaw,
+                                                          const std::string& name) {
+  const std::string label = name.empty() ? "naive-" + to_string(precision) : name;
+  switch (precision) {
+    case Precision::fp32: return std::make_unique<NaiveImplementation<float>>(label, precision, flaw);
+    case Precision::fp64: return std::make_unique<NaiveImplementation<double>>(label, precision, flaw);
+    case Precision::extended:
+      return std::make_unique<NaiveImplementation<long double>>(label, precision, flaw);
+    default: break;
+  }
+  throw InvalidInput(fmt::format("no naive implementation in {}", to_string(precision)));
+}
+
+std::unique_ptr<Implementation> make_naive_peer(Precision precision) {
+  if (precision != Precision::fp32 && precision != Precision::fp64 && precision != Precision::extended)
+    return nullptr;
+  return make_naive_implementation(precision);
+}
+
+std::vector<std::unique_ptr<Implementation>> make_mutants() {
+  std::vector<std::unique_ptr<Implementation>> list;
+  for (const auto& [flaw, name] : all_flaws())
+    list.push_back(make_naive_implementation(Precision::fp32, flaw, "mutant:" + name));
+  return list;
+}
+
+}  // namespace attncheck

@@ -1,0 +1,208 @@
+// verify JSON (docs/verify-json.md) and JUnit XML.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <thread>
+
+#include "attncheck/attention.h"
+#include "attncheck/verify.h"
+
+namespace attncheck {
+namespace {
+
+using nlohmann::json;
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  return "unknown";
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+json capabilities_json(const Capabilities& c) {
+  return {{"cross", c.cross},
+          {"dv_ne_dk", c.dv_ne_dk},
+          {"batch_heads", c.batch_heads},
+          {"scale", c.scale},
+          {"temperature", c.temperature},
+          {"causal_top_left", c.causal_top_left},
+          {"causal_bottom_right", c.causal_bottom_right},
+          {"key_padding", c.key_padding},
+          {"explicit_mask", c.explicit_mask},
+          {"empty_row_reject", c.empty_row_reject},
+          {"empty_row_zero", c.empty_row_zero},
+          {"weights", c.weights},
+          {"threads", c.threads}};
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default:
+        if (static_cast<unsigned char>(ch) < 0x20 && ch != '\n' && ch != '\t') out += ' ';
+        else out += ch;
+    }
+  }
+  return out;
+}
+
+int count(const VerifyReport& r, Status s) {
+  int n = 0;
+  for (const auto& p : r.properties) n += p.status == s;
+  return n;
+}
+
+}  // namespace
+
+std::string verify_json(const VerifyReport& report) {
+  json j;
+  j["json_schema_version"] = 1;
+  j["tool"] = "attncheck verify";
+  j["implementation"] = {{"name", report.implementation},
+                         {"precision", to_string(report.precision)},
+                         {"capabilities", capabilities_json(report.capabilities)}};
+  j["seed"] = report.options.seed;
+  j["cases_per_property"] = report.options.cases;
+  j["max_n"] = report.options.max_n;
+  std::string simd;
+  try {
+    simd = active_target();
+  } catch (const std::exception&) {
+    simd = "unknown";
+  }
+#ifdef NDEBUG
+  const char* flags = "-O3 -DNDEBUG (Release)";
+#else
+  const char* flags = "debug build";
+#endif
+  j["context"] = {{"cpu_model", cpu_model()},
+                  {"cores_used", report.options.threads},
+                  {"compiler", fmt::format("g++ {}", __VERSION__)},
+                  {"flags", flags},
+                  {"simd_target", simd},
+                  {"date", utc_now()}};
+  json props = json::array();
+  for (const PropertyResult& p : report.properties) {
+    json e;
+    e["name"] = p.name;
+    e["status"] = to_string(p.status);
+    e["cases"] = p.cases;
+    e["discarded"] = p.discarded;
+    e["seconds"] = p.seconds;
+    e["worst_error_over_bound"] =
+        p.worst_ratio ? (std::isfinite(*p.worst_ratio) ? json(*p.worst_ratio) : json(1e308)) : json(nullptr);
+    e["oracle"] = p.oracles.empty() ? json(nullptr) : json(p.oracles.back());
+    if (p.oracles.size() > 1) e["oracles"] = p.oracles;
+    if (p.status == Status::skipped) e["skipped_reason"] = p.skipped_reason;
+    e["not_exercised"] = p.not_exercised;
+    if (p.status != Status::passed && p.status != Status::skipped) {
+      json ce;
+      ce["message"] = p.message;
+      ce["seed"] = report.options.seed;
+      ce["case_file"] = p.case_file.empty() ? json(nullptr) : json(p.case_file);
+      ce["case"] = p.counterexample ? json::parse(case_to_json(*p.counterexample)) : json(nullptr);
+      ce["tables"] = p.tables.is_null() ? json(nullptr) : p.tables;
+      e["counterexample"] = ce;
+    }
+    props.push_back(e);
+  }
+  j["properties"] = props;
+  j["error_vs_n"] = report.error_vs_n;
+  if (!report.mutants.empty()) {
+    json m = json::array();
+    for (const MutantResult& r : report.mutants)
+      m.push_back({{"name", r.name},
+                   {"killed", r.killed},
+                   {"killed_by", r.killed ? json(r.killed_by) : json(nullptr)},
+                   {"case_name", r.killed ? json(r.case_name) : json(nullptr)}});
+    j["mutants"] = m;
+  }
+  j["summary"] = {{"passed", count(report, Status::passed)},
+                  {"failed", count(report, Status::failed)},
+                  {"skipped", count(report, Status::skipped)},
+                  {"crashed", count(report, Status::crashed)},
+                  {"timed_out", count(report, Status::timed_out)}};
+  return j.dump(2) + "\n";
+}
+
+std::string verify_junit(const VerifyReport& report) {
+  double total = 0;
+  for (const auto& p : report.properties) total += p.seconds;
+  const int failures = count(report, Status::failed);
+  const int errors = count(report, Status::crashed) + count(report, Status::timed_out);
+  std::string x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  x += fmt::format("<testsuites tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n",
+                   report.properties.size(), failures, errors, count(report, Status::skipped), total);
+  x += fmt::format(
+      "  <testsuite name=\"attncheck verify {}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" "
+      "time=\"{:.3f}\">\n",
+      xml_escape(report.implementation), report.properties.size(), failures, errors,
+      count(report, Status::skipped), total);
+  x += fmt::format("    <properties><property name=\"seed\" value=\"{}\"/><property name=\"cases\" value=\"{}\"/></properties>\n",
+                   report.options.seed, report.options.cases);
+  for (const PropertyResult& p : report.properties) {
+    x += fmt::format("    <testcase classname=\"attncheck.verify.{}\" name=\"{}\" time=\"{:.3f}\"",
+                     xml_escape(report.implementation), xml_escape(p.name), p.seconds);
+    const std::string detail = fmt::format("seed {}{}", report.options.seed,
+                                           p.case_file.empty() ? "" : "; case file " + p.case_file +
+                                                                          "; replay with attncheck verify --replay " +
+                                                                          p.case_file);
+    switch (p.status) {
+      case Status::passed: x += "/>\n"; break;
+      case Status::skipped:
+        x += fmt::format(">\n      <skipped message=\"{}\"/>\n    </testcase>\n", xml_escape(p.skipped_reason));
+        break;
+      case Status::failed:
+        x += fmt::format(">\n      <failure message=\"{}\" type=\"FAILED\">{}</failure>\n    </testcase>\n",
+                         xml_escape(p.message), xml_escape(detail));
+        break;
+      case Status::crashed:
+      case Status::timed_out:
+        x += fmt::format(">\n      <error message=\"{}\" type=\"{}\">{}</error>\n    </testcase>\n",
+                         xml_escape(p.message), to_string(p.status), xml_escape(detail));
+        break;
+    }
+  }
+  x += "  </testsuite>\n</testsuites>\n";
+  return x;
+}
+
+std::string summary_line(const VerifyReport& report) {
+  const int passed = count(report, Status::passed), skipped = count(report, Status::skipped);
+  const int failed = static_cast<int>(report.properties.size()) - passed - skipped;
+  std::string line = fmt::format("{} passed, {} failed", passed, failed);
+  if (skipped) line += fmt::format(", {} skipped", skipped);
+  return line;
+}
+
+bool all_passed(const VerifyReport& report) {
+  for (const auto& p : report.properties)
+    if (p.status != Status::passed && p.status != Status::skipped) return false;
+  for (const auto& m : report.mutants)
+    if (!m.killed) return false;
+  return true;
+}
+
+}  // namespace attncheck

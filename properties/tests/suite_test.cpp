@@ -1,0 +1,158 @@
+// The suite against real implementations: the fused path passes, every mutant
+// is killed, correct code never fails, failures replay.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <iostream>
+#include <random>
+
+#include "attncheck/builtin_implementations.h"
+#include "attncheck/registry.h"
+#include "attncheck/verify.h"
+
+using namespace attncheck;
+
+namespace {
+
+std::string failures(const VerifyReport& r) {
+  std::string text;
+  for (const auto& p : r.properties)
+    if (p.status != Status::passed && p.status != Status::skipped)
+      text += p.name + ": " + to_string(p.status) + " " + p.message + "\n";
+  return text;
+}
+
+VerifyOptions quiet(uint64_t seed, int cases) {
+  VerifyOptions o;
+  o.seed = seed;
+  o.cases = cases;
+  o.failures_dir = "";
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("every property holds for the fused path (fixed seed)", "[suite]") {
+  auto impl = make_implementation("fused");
+  const VerifyReport r = run_verify(*impl, quiet(20261129, 40));
+  INFO(failures(r));
+  CHECK(all_passed(r));
+  for (const auto& p : r.properties) {
+    INFO(p.name);
+    CHECK(p.status == Status::passed);
+    CHECK(p.cases == 40);
+  }
+}
+
+TEST_CASE("every property holds for the fused path (fresh seed)", "[suite]") {
+  const uint64_t seed = std::random_device{}();
+  std::cout << "properties_tests: fresh seed " << seed
+            << " (rerun with attncheck verify --impl fused --seed " << seed << ")\n";
+  auto impl = make_implementation("fused");
+  const VerifyReport r = run_verify(*impl, quiet(seed, 25));
+  INFO("seed " << seed << "\n" << failures(r));
+  CHECK(all_passed(r));
+}
+
+TEST_CASE("every mutant is killed within the default budget", "[mutants]") {
+  VerifyOptions o = quiet(1, VerifyOptions{}.cases);
+  const auto results = hunt_mutants(o);
+  REQUIRE(results.size() == all_flaws().size());
+  for (const auto& m : results) {
+    INFO(m.name);
+    CHECK(m.killed);
+    CHECK(!m.case_name.empty());
+  }
+}
+
+TEST_CASE("correct code never fails: naive fp32 and the double reference under 20 seeds", "[false-alarm]") {
+  std::vector<std::string> names = {"naive-fp32", "reference-double"};
+  for (const auto& [name, description] : implementation_list())
+    if (name == "naive-eigen") names.push_back(name);
+  for (const std::string& name : names) {
+    auto impl = make_implementation(name);
+    for (uint64_t seed = 1; seed <= 20; ++seed) {
+      const VerifyReport r = run_verify(*impl, quiet(seed * 7919, 6));
+      INFO(name << " seed " << seed * 7919 << "\n" << failures(r));
+      CHECK(all_passed(r));
+    }
+  }
+}
+
+TEST_CASE("a mutant's shrunk case is written and replays to the same failure", "[replay]") {
+  const std::string dir = (std::filesystem::temp_directory_path() / "attncheck-props-replay").string();
+  std::filesystem::remove_all(dir);
+  VerifyOptions o = quiet(5, 100);
+  o.failures_dir = dir;
+  auto mutant = make_implementation("mutant:v_rows_misaligned");
+  const PropertyResult r = run_property(*mutant, *find_property("differential_reference"), o);
+  REQUIRE(r.status == Status::failed);
+  REQUIRE(std::filesystem::exists(r.case_file));
+  const Case c = read_case_file(r.case_file);
+  CHECK(c.labels.at("property") == "differential_reference");
+  CHECK(c.labels.at("seed") == "5");
+  const auto replayed = replay_case(*mutant, c, o);
+  REQUIRE(replayed.size() == 1);
+  CHECK(replayed[0].status == Status::failed);
+  CHECK(replayed[0].message == r.message);
+  auto fused = make_implementation("fused");
+  CHECK(replay_case(*fused, c, o)[0].status == Status::passed);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a property that runs no case is never reported as passed", "[runner]") {
+  Property never = *find_property("row_sum");
+  never.name = "always_discards";
+  never.check = [](Implementation&, const Case&, int) {
+    Outcome o;
+    o.discard = true;
+    o.message = "never applies";
+    return o;
+  };
+  auto impl = make_implementation("naive-fp32");
+  const PropertyResult r = run_property(*impl, never, quiet(3, 10));
+  CHECK(r.status == Status::failed);
+  CHECK(r.cases == 0);
+}
+
+TEST_CASE("input_validation: every bad input is rejected by the fused path and the reference", "[validation]") {
+  for (const char* name : {"fused", "reference-double", "naive-fp32"}) {
+    auto impl = make_implementation(name);
+    const PropertyResult r = run_property(*impl, *find_property("input_validation"), quiet(11, 200));
+    INFO(name << ": " << r.message);
+    CHECK(r.status == Status::passed);
+  }
+}
+
+TEST_CASE("input_validation fails an implementation that accepts bad input", "[validation]") {
+  class Trusting : public Implementation {
+   public:
+    std::string name() const override { return "trusting"; }
+    Capabilities capabilities() const override { return {}; }
+    Precision precision() const override { return Precision::fp32; }
+    void forward(const Problem& p, std::span<const float>, std::span<const float>, std::span<const float>,
+                 std::span<float> out, std::span<float>, int) override {
+      if (p.shape.n_q < 1) throw InvalidInput("n_q");
+      for (float& x : out) x = 0;
+    }
+  } trusting;
+  const PropertyResult r = run_property(trusting, *find_property("input_validation"), quiet(11, 100));
+  CHECK(r.status == Status::failed);
+}
+
+TEST_CASE("unknown implementations and properties are named in the error", "[registry]") {
+  try {
+    (void)make_implementation("no-such-impl");
+    FAIL("accepted");
+  } catch (const InvalidInput& e) {
+    CHECK_THAT(e.what(), Catch::Contains("--impl") && Catch::Contains("fused") && Catch::Contains("mutant:"));
+  }
+  VerifyOptions o = quiet(1, 1);
+  o.properties = {"no_such_property"};
+  auto impl = make_implementation("naive-fp32");
+  CHECK_THROWS_WITH(run_verify(*impl, o), Catch::Contains("--property"));
+  register_implementation("test-prefix:", [](const std::string& arg) {
+    return make_naive_implementation(Precision::fp32, Flaw::none, "naive:" + arg);
+  }, "test");
+  CHECK(make_implementation("test-prefix:abc")->name() == "naive:abc");
+}
