@@ -3,14 +3,18 @@
 // include guard toggles with HWY_TARGET_TOGGLE instead of #pragma once.
 //
 // Work is split into items (batch, head, chunk of kChunkRows query rows). For
-// each item the rows are pre-multiplied by scale/τ, then the keys are walked
-// in panels of kPanelKeys; each panel meets each tile of kTileRows query rows:
+// each item the keys are walked in panels of kPanelKeys; each panel meets each
+// tile of kTileRows query rows:
 //   1. scores  S[tile][panel] = Q_tile · Kᵀ_panel (Kᵀ packed per slice, so a
 //      vector of keys is Σ_x broadcast(q[r][x]) · Kᵀ[x][keys]);
 //   2. masks   only where the panel crosses a row's key limit or an explicit
 //      mask is present; panels wholly past every row's limit are skipped;
-//   3. softmax the online update: running max m, running sum l, and the
-//      factor alpha = exp(m_old - m_new) that rescales the partial output;
+//   3. softmax the logits S · (scale/τ), one multiplier applied by the same
+//      fused multiply-subtract that removes the running max m (applied after
+//      the dot product, not to Q: scaling Q first would round each term and
+//      break ties and exact integer products that a naive fp32 computation
+//      keeps); the online update keeps the running max m, running sum l, and
+//      the factor alpha = exp(m_old - m_new) that rescales the partial output;
 //   4. output  O_tile = alpha · O_tile + P · V_panel (lanes over d_v).
 // Nothing of size n_q × n_k exists: per thread the extra memory is the packed
 // Kᵀ (and V when d_v needs padding) of one slice plus O(kChunkRows · d).
@@ -122,10 +126,11 @@ HWY_INLINE void MaskTile(float* HWY_RESTRICT s, const int64_t* limits, int64_t j
   }
 }
 
-// Online softmax over one tile: turns each row of scores into exp(s - m_new),
-// updates the running max m and sum l, and leaves in alpha the factor by which
-// the row's partial output must be rescaled.
-HWY_INLINE void SoftmaxTile(DF d, float* HWY_RESTRICT s, float* HWY_RESTRICT m,
+// Online softmax over one tile: turns each row of dot products s into
+// exp(s · multiplier - m_new), updates the running max m and sum l (in logit
+// units), and leaves in alpha the factor by which the row's partial output
+// must be rescaled. multiplier > 0, so the max of s gives the max logit.
+HWY_INLINE void SoftmaxTile(DF d, float* HWY_RESTRICT s, float multiplier, float* HWY_RESTRICT m,
                             float* HWY_RESTRICT l, float* HWY_RESTRICT alpha) {
   const size_t N = hn::Lanes(d);
   const size_t vecs = kPanelKeys / N;
@@ -135,7 +140,7 @@ HWY_INLINE void SoftmaxTile(DF d, float* HWY_RESTRICT s, float* HWY_RESTRICT m,
     const float* row = s + r * kPanelKeys;
     VF vmax = hn::Load(d, row);
     for (size_t c = 1; c < vecs; ++c) vmax = hn::Max(vmax, hn::Load(d, row + c * N));
-    m_new[r] = std::max(m[r], hn::GetLane(hn::MaxOfLanes(d, vmax)));
+    m_new[r] = std::max(m[r], hn::GetLane(hn::MaxOfLanes(d, vmax)) * multiplier);
   }
   // alpha = exp(m_old - m_new) for N rows at once: 0 on a row's first
   // readable panel (m_old = -inf), 1 while a row has read nothing (both -inf).
@@ -154,10 +159,11 @@ HWY_INLINE void SoftmaxTile(DF d, float* HWY_RESTRICT s, float* HWY_RESTRICT m,
       continue;
     }
     const VF shift = hn::Set(d, m_new[r]);
+    const VF scale = hn::Set(d, multiplier);
     VF sum = hn::Zero(d);
     for (size_t c = 0; c < vecs; ++c) {
       // Masked scores are -inf; hn::Exp returns exactly 0 for them.
-      const VF p = hn::Exp(d, hn::Sub(hn::Load(d, row + c * N), shift));
+      const VF p = hn::Exp(d, hn::MulSub(hn::Load(d, row + c * N), scale, shift));
       hn::Store(p, d, row + c * N);
       sum = hn::Add(sum, p);
     }
@@ -297,11 +303,10 @@ class Worker {
     const size_t tiles = hwy::DivCeil(rows, kTileRows);
     const size_t slice_z = static_cast<size_t>(slice);
 
-    // Q rows times scale/τ; rows past the chunk's end are zero (and discarded).
+    // The chunk's Q rows; rows past its end are zero (and discarded).
     const float* q = a_.q + (slice_z * nq_ + r0) * dk_;
     for (size_t r = 0; r < tiles * kTileRows; ++r)
-      for (size_t x = 0; x < dk_; ++x)
-        q_[r * dk_ + x] = r < rows ? q[r * dk_ + x] * a_.multiplier : 0.0f;
+      for (size_t x = 0; x < dk_; ++x) q_[r * dk_ + x] = r < rows ? q[r * dk_ + x] : 0.0f;
     for (size_t r = 0; r < tiles * kTileRows; ++r) {
       limits_[r] = r < rows ? key_limit(p_, b, static_cast<int64_t>(r0 + r)) : 0;
       m_[r] = kNegInf;
@@ -333,7 +338,7 @@ class Worker {
         if (mask || j0 + static_cast<int64_t>(kPanelKeys) > lo)
           MaskTile(s_.get(), lim, j0, mask ? mask + tr0 * nk_ + pi * kPanelKeys : nullptr, nk_,
                    trows);
-        SoftmaxTile(d_, s_.get(), m_.get() + tr0, l_.get() + tr0, alpha_.get() + tr0);
+        SoftmaxTile(d_, s_.get(), a_.multiplier, m_.get() + tr0, l_.get() + tr0, alpha_.get() + tr0);
         AccumulateTile(d_, s_.get(), kcount, vpanel, vs_, o_.get() + tr0 * dvp_, dvp_,
                        alpha_.get() + tr0);
       }

@@ -22,7 +22,7 @@ struct KernelArgs {
   const float* v = nullptr;
   float* out = nullptr;
   float* lse = nullptr;            ///< optional, [batch][heads][n_q]
-  float multiplier = 1.0f;         ///< scale / τ, applied once to Q
+  float multiplier = 1.0f;         ///< scale / τ, applied once to each dot product
   int64_t chunks_per_slice = 0;    ///< ceil(n_q / kChunkRows)
   int64_t total_items = 0;         ///< batch · heads · chunks_per_slice
 };

@@ -114,7 +114,7 @@ Oracle oracle(const Problem& p, const Inputs& in) {
 //   bound_ic = 2u · (2·(d_k + 2)·G_i + n_k + 8) · Σ_j a_ij |v_jc|  +  u · max_j |v_jc| · 1e-3
 // where G_i = max over readable j of |scale/τ|·Σ_x |q_ix k_jx|. The first
 // term is the classical forward bound: each logit is off by at most
-// (d_k + 2)·u·G_i (dot product and the pre-scaled Q), which moves every weight
+// (d_k + 2)·u·G_i (dot product and the multiplier), which moves every weight
 // by at most twice that, relatively; the n_k + 8 term covers the fp32 sums over
 // keys (sum of weights and the output accumulation) and exp. The small floor
 // absorbs rows where Σ_j a_ij|v_jc| is itself tiny. The project-wide tolerance
@@ -483,6 +483,24 @@ TEST_CASE("on standard normal inputs the fused error is no larger than a naive f
       CHECK(fused_error <= naive_error);
     }
   }
+}
+
+TEST_CASE("tied logits from exact integer dot products stay tied") {
+  // Keys 1 and 5 have the same dot product (96) with the query; applying
+  // scale/τ to Q before the dot product would round each term differently and
+  // split their weights (found by the property suite: 300× the naive error).
+  Problem p;
+  p.shape = {1, 1, 1, 9, 3, 3};
+  Inputs in;
+  in.q = {-32, 0, 32};
+  in.k = {17, 15, 16, 13, 18, 16, 15, 19, 13, 16, 13, 15, 18, 15, 13, 15, 15, 18, 13, 19, 13, 17, 17, 19, 13, 13, 14};
+  for (int j = 0; j < 9; ++j)
+    for (float x : {1.0f, -1.0f, 0.5f}) in.v.push_back(x * static_cast<float>(j * j) - 7.0f);
+  const Oracle ref = oracle(p, in);
+  const long double fused_error = max_abs_error(run_fused(p, in), ref.O);
+  const long double naive_error = max_abs_error(naive_fp32(p, in), ref.O);
+  INFO("fused " << static_cast<double>(fused_error) << " naive " << static_cast<double>(naive_error));
+  CHECK(fused_error <= 4.0L * naive_error + 8.0L * kUnitRoundoff * 57.0L);
 }
 
 TEST_CASE("bad input throws InvalidInput naming what is wrong and writes nothing") {
