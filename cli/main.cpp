@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "attncheck/plugin.h"
 #include "attncheck/problem.h"
 #include "commands.h"
 
@@ -11,6 +12,7 @@ int main(int argc, char** argv) {
   CLI::App app{"attncheck: verifies and benchmarks scaled dot-product attention"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "attncheck 0.1.0");
+  attncheck::register_plugin_implementations();  // plugin:PATH and exec:COMMAND for --impl
   // subcommands are registered here
   attncheck::cli::add_verify_command(app);
   attncheck::cli::add_target_options(app);

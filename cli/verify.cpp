@@ -8,6 +8,7 @@
 #include <random>
 
 #include "attncheck/builtin_implementations.h"
+#include "attncheck/plugin.h"
 #include "attncheck/registry.h"
 #include "attncheck/verify.h"
 #include "commands.h"
@@ -159,6 +160,8 @@ void add_verify_command(CLI::App& app) {
   cmd->add_option("--junit", args->junit, "write JUnit XML, one testcase per property");
   cmd->add_option("--replay", args->replay, "re-run the case file of a recorded failure");
   cmd->add_flag("--mutants", args->mutants, "run the suite against every mutant; each must be killed");
+  cmd->add_option_function<int>("--timeout-ms", [](const int& ms) { set_default_timeout_ms(ms); },
+                                "per-call timeout of plugin: and exec: implementations (default 10000)");
   cmd->add_option("--threads", args->threads, "thread hint for the implementation (0: all)")->capture_default_str();
   cmd->add_option("--failures-dir", args->failures_dir, "where shrunk failing cases are written")
       ->capture_default_str();
