@@ -216,6 +216,16 @@ std::vector<Counterexample> counterexamples(const VerifyRun& run) {
   return out;
 }
 
+/// The conditions of every bench file that measured this configuration.
+std::string config_conditions(const Model& model, const Config& config) {
+  std::set<size_t> runs;
+  for (const Series& s : model.series)
+    if (s.config == config) runs.insert(s.run);
+  std::vector<std::string> lines;
+  for (size_t run : runs) lines.push_back(bench_conditions(model.runs[run], config.threads));
+  return fmt::format("{}", fmt::join(lines, "; "));
+}
+
 std::set<Config> configs(const Model& model) {
   std::set<Config> out;
   for (const Series& s : model.series) out.insert(s.config);
@@ -471,7 +481,8 @@ std::string render_markdown(const Model& model) {
   }
   for (const Config& config : configs(model)) {
     md += fmt::format("<details><summary>All measurements, {}</summary>\n\n", config.label());
-    md += md_table(measurements_table(model, config)) + "\n</details>\n\n";
+    md += md_table(measurements_table(model, config));
+    md += fmt::format("\n_Conditions: {}._\n\n</details>\n\n", config_conditions(model, config));
   }
   for (const VerifyRun& v : model.verifies) {
     md += fmt::format("## Verification: {}{}\n\n", v.implementation, v.precision.empty() ? "" : " (" + v.precision + ")");
@@ -524,7 +535,7 @@ std::string render_html(const Model& model, const std::vector<Chart>& charts) {
     for (const Chart& c : charts)
       if (c.section == "performance:" + config.label()) h += figure(c);
     h += "<details><summary>All measurements</summary>\n" + html_table(measurements_table(model, config)) +
-         "</details>\n";
+         "<p class=\"conditions\">Conditions: " + html_escape(config_conditions(model, config)) + ".</p>\n</details>\n";
   }
   for (size_t i = 0; i < model.verifies.size(); ++i) {
     const VerifyRun& v = model.verifies[i];

@@ -103,6 +103,11 @@ TEST_CASE("the Markdown headline holds the expected rows and numbers") {
   CHECK_THAT(md, Contains("AMD EPYC 9R45 (fixture) (2 logical CPUs), 1 thread, g++ 12.2.0 -O3 -DNDEBUG, SIMD target "
                           "AVX3_ZEN4, single run (1 repetition), wall time, load average 0.12"));
   CHECK_THAT(md, Contains("2 threads, g++ 12.2.0 -O3 -DNDEBUG, SIMD target AVX3_ZEN4, median of 3 repetitions"));
+  // Every table states its conditions: a headline and a measurements table per configuration (3), and
+  // a property table per verify file (2).
+  size_t conditions = 0;
+  for (size_t at = md.find("_Conditions: "); at != std::string::npos; at = md.find("_Conditions: ", at + 1)) ++conditions;
+  CHECK(conditions == 3 * 2 + 2);
 }
 
 TEST_CASE("the Markdown lists each property and the failed one's counterexample") {
