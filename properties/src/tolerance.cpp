@@ -18,8 +18,10 @@ ErrorBounds forward_error_bounds(const Case& c, const BoundOptions& options) {
   const double u_out = 0x1p-24;  // every implementation writes float
   const double F = kSafetyFactor;
   const LD mult = static_cast<LD>(p.effective_scale()) / static_cast<LD>(p.temperature);
-  const double dot_roundings =
-      options.exact_dot_products ? 2.0 : static_cast<double>(s.d_k + 2 + options.extra_input_roundings);
+  const double dot_roundings = options.exact_dot_products ? 2.0 : static_cast<double>(s.d_k + 2);
+  // Inputs rounded to float before the call (e.g. K + shift) perturb each logit
+  // by float's unit roundoff, whatever the implementation's precision.
+  const double input_rounding = 0x1p-24 * options.extra_input_roundings;
 
   ErrorBounds r;
   r.out.assign(static_cast<size_t>(s.out_size()), 0);
@@ -76,7 +78,7 @@ ErrorBounds forward_error_bounds(const Case& c, const BoundOptions& options) {
           a[j] /= sum;
           // Error of logit j as the implementation computes it: the dot product
           // and the scale/τ multiplications, the exp argument, and underflow.
-          e[j] = ok[j] ? u * (dot_roundings * magnitude[j] + (m - logit[j])) +
+          e[j] = ok[j] ? u * (dot_roundings * magnitude[j] + (m - logit[j])) + input_rounding * magnitude[j] +
                              (options.exact_dot_products ? 0 : static_cast<LD>(s.d_k) * std::fabs(mult) * kFloatTiny)
                        : 0;
           e_bar += a[j] * e[j];

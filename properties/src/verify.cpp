@@ -8,7 +8,14 @@
 #include <cmath>
 #include <filesystem>
 #include <random>
+#include <iostream>
+#include <mutex>
 #include <set>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <rapidcheck/detail/Configuration.h>
 
 #include "attncheck/builtin_implementations.h"
 #include "attncheck/tolerance.h"
@@ -115,6 +122,25 @@ void record_counterexample(PropertyResult& r, Implementation& impl, Case c, cons
   r.counterexample = std::move(c);
 }
 
+// RapidCheck prints its configuration to stderr the first time it loads it;
+// attncheck passes every parameter explicitly, so that line is only noise.
+void load_rapidcheck_configuration_quietly() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::cerr.flush();
+    const int saved = dup(2);
+    const int null = open("/dev/null", O_WRONLY);
+    if (saved >= 0 && null >= 0) dup2(null, 2);
+    (void)rc::detail::configuration();
+    std::cerr.flush();
+    if (saved >= 0) {
+      dup2(saved, 2);
+      close(saved);
+    }
+    if (null >= 0) close(null);
+  });
+}
+
 }  // namespace
 
 std::string to_string(Status s) {
@@ -145,6 +171,7 @@ PropertyResult run_property(Implementation& impl, const Property& property, cons
   request.max_n = options.max_n;
   request.max_d = options.max_n;
   const rc::Gen<Case> gen = gen_case(request);
+  load_rapidcheck_configuration_quietly();
 
   struct State {
     std::optional<Case> failing;  // the last failing case: after shrinking, the minimal one

@@ -25,8 +25,8 @@ inline constexpr double kOracleTrust = 1e-3;
 struct BoundOptions {
   /// Unit roundoff of the arithmetic being bounded (unit_roundoff(precision)).
   double u = 0x1p-24;
-  /// Extra roundings of each logit's inputs, e.g. 1 when K was shifted in fp32
-  /// before the call (K + c is itself rounded).
+  /// Roundings to float of each logit's inputs before the call, e.g. 1 when K
+  /// was shifted (K + c is itself rounded); counted with float's unit roundoff.
   int extra_input_roundings = 0;
   /// Q and K hold small integers, so every dot product is exact; only the
   /// scale and temperature multiplications round.
