@@ -56,7 +56,8 @@ TEST_CASE("attncheck bench writes Google Benchmark JSON with names, counters, Bi
   const nlohmann::json doc = nlohmann::json::parse(in);
 
   const auto& context = doc.at("context");
-  CHECK(std::stod(context.at("peak_fma_gflops").get<std::string>()) > 0.0);
+  const double peak_gflops = std::stod(context.at("peak_fma_gflops").get<std::string>());
+  CHECK(peak_gflops > 0.0);
   for (const char* key : {"simd_target", "compiler", "cxx_flags", "cpu_model", "attncheck_version"}) {
     INFO(key);
     CHECK_FALSE(context.at(key).get<std::string>().empty());
@@ -72,6 +73,14 @@ TEST_CASE("attncheck bench writes Google Benchmark JSON with names, counters, Bi
       CHECK(b.at("gflops").get<double>() > 0.0);
       CHECK(b.at("peak_fraction").get<double>() > 0.0);
       CHECK(b.at("gflops").get<double>() == Approx(b.at("flops").get<double>() * 1e-9));
+      // The rate times the time of one call (ms) gives back 4·n²·d useful flops.
+      REQUIRE(b.at("time_unit") == "ms");
+      const double n = std::stod(name.substr(name.find("/n:") + 3));
+      CHECK(b.at("flops").get<double>() * b.at("real_time").get<double>() * 1e-3 ==
+            Approx(4.0 * n * n * 16).epsilon(1e-6));
+      // One thread: the fraction of one core's peak (rounded to 0.01 GFLOP/s in the context).
+      CHECK(b.at("peak_fraction").get<double>() ==
+            Approx(b.at("flops").get<double>() / (peak_gflops * 1e9)).epsilon(1e-3));
     } else if (b.value("aggregate_name", "") == "BigO") {
       big_o.insert(name);
       CHECK(b.at("big_o") == "N^2");
