@@ -8,6 +8,8 @@
 #include "attncheck/case.h"
 #include "attncheck/explain.h"
 #include "attncheck/golden.h"
+#include "attncheck/registry.h"
+#include "attncheck/verify.h"
 #include "commands.h"
 
 namespace attncheck::cli {
@@ -17,6 +19,7 @@ namespace {
 // InvalidInput naming the option (exit 2) like every other bad input.
 struct ExplainArgs {
   std::string case_name, input, digits = "6", temperature, causal, batch = "0", head = "0";
+  std::string impl;  // when set, its output is shown beside the reference's
 };
 
 template <class T>
@@ -49,7 +52,12 @@ void run_explain(const ExplainArgs& a) {
   if (!a.causal.empty()) c.problem.causal = parse_causal(a.causal, "--causal");
   const std::string title =
       a.input.empty() ? fmt::format("case {}", a.case_name) : fmt::format("case file {}", a.input);
+  auto implementation = a.impl.empty() ? nullptr : make_implementation(a.impl);
   fmt::print("{}", explain(c, o, title));
+  if (implementation) {
+    fmt::print("\nimplementation {} beside the reference:\n", implementation->name());
+    fmt::print("{}", format_slice_comparison(compare_slice(*implementation, c, o.batch, o.head)));
+  }
 }
 
 }  // namespace
@@ -69,6 +77,7 @@ void add_explain_command(CLI::App& app) {
   cmd->add_option("--causal", args->causal, "Override the causal mask: none|top_left|bottom_right");
   cmd->add_option("--batch", args->batch, "Batch index of the slice shown")->capture_default_str();
   cmd->add_option("--head", args->head, "Head index of the slice shown")->capture_default_str();
+  cmd->add_option("--impl", args->impl, "Also run this implementation and show its output beside the reference's");
   cmd->callback([args] { run_explain(*args); });
 }
 

@@ -409,6 +409,17 @@ nlohmann::json compare_slice(Implementation& impl, const Case& c, int64_t b, int
         cells.push_back({{"table", "O"}, {"row", i}, {"col", col}, {"implementation", fmt::format("{:.9g}", r.out[idx])},
                          {"reference", ref_o[idx]}, {"error", fmt::format("{:.3g}", err)}, {"bound", eb.out[idx]}});
     }
+  if (w)
+    for (int64_t i = 0; i < s.n_q; ++i)
+      for (int64_t j = 0; j < s.n_k; ++j) {
+        const size_t idx = static_cast<size_t>((slice * s.n_q + i) * s.n_k + j);
+        const double err = std::fabs(r.weights[idx] - ref_a[idx]);
+        const double ratio = err == 0 ? 0 : (std::isfinite(err) ? err / eb.weights[idx] : INFINITY);
+        worst = std::max(worst, ratio);
+        if (!(ratio <= 1))
+          cells.push_back({{"table", "A"}, {"row", i}, {"col", j}, {"implementation", fmt::format("{:.9g}", r.weights[idx])},
+                           {"reference", ref_a[idx]}, {"error", fmt::format("{:.3g}", err)}, {"bound", eb.weights[idx]}});
+      }
   out["differing_cells"] = cells;
   out["worst_error_over_bound"] = std::isfinite(worst) ? nlohmann::json(worst) : nlohmann::json("inf");
   return out;
@@ -440,8 +451,8 @@ std::string format_slice_comparison(const nlohmann::json& cmp) {
   } else {
     text += fmt::format("{} cell(s) differ by more than the bound:\n", cells.size());
     for (const auto& c : cells)
-      text += fmt::format("  O[{}][{}]: implementation {} reference {:.9g} error {} bound {:.3g}\n",
-                          c["row"].get<int64_t>(), c["col"].get<int64_t>(), c["implementation"].get<std::string>(),
+      text += fmt::format("  {}[{}][{}]: implementation {} reference {:.9g} error {} bound {:.3g}\n",
+                          c["table"].get<std::string>(), c["row"].get<int64_t>(), c["col"].get<int64_t>(), c["implementation"].get<std::string>(),
                           c["reference"].get<double>(), c["error"].get<std::string>(), c["bound"].get<double>());
   }
   return text;
