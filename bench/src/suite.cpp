@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <new>
+#include <stdexcept>
 #include <random>
 
 #include "attncheck/attention.h"
@@ -53,15 +55,20 @@ void canonicalise(benchmark::BenchmarkName& name) {
   name.function_name.resize(slash);
 }
 
+// A reporter that renames the runs (canonicalise) and remembers the failed ones.
 template <class Reporter>
 class CanonicalNames : public Reporter {
  public:
   using Reporter::Reporter;
   void ReportRuns(const std::vector<benchmark::BenchmarkReporter::Run>& runs) override {
     std::vector<benchmark::BenchmarkReporter::Run> renamed(runs);
-    for (auto& run : renamed) canonicalise(run.run_name);
+    for (auto& run : renamed) {
+      canonicalise(run.run_name);
+      if (run.error_occurred) failures.push_back(run.benchmark_name() + ": " + run.error_message);
+    }
     Reporter::ReportRuns(renamed);
   }
+  std::vector<std::string> failures;
 };
 
 // The part of a benchmark name after n: "d:<d>/mask:<m>/threads:<t>".
@@ -102,15 +109,22 @@ void register_family(const BenchImplementation& impl, const BenchOptions& option
         const std::vector<float> q = tensor(s.q_size()), k = tensor(s.k_size()),
                                  v = tensor(s.v_size());
         std::vector<float> out(static_cast<size_t>(s.out_size()));
+        // One untimed call first: it warms caches and scratch memory, and a
+        // failure (bad input, out of memory) is reported before the timing
+        // loop starts; Google Benchmark crashes if an exception leaves the loop.
         try {
-          for (auto _ : state) {
-            impl.run(problem, q.data(), k.data(), v.data(), out.data(), static_cast<int>(threads));
-            benchmark::DoNotOptimize(out.data());
-            benchmark::ClobberMemory();
-          }
+          impl.run(problem, q.data(), k.data(), v.data(), out.data(), static_cast<int>(threads));
+        } catch (const std::bad_alloc&) {
+          state.SkipWithError("out of memory");
+          return;
         } catch (const std::exception& e) {
           state.SkipWithError(e.what());
           return;
+        }
+        for (auto _ : state) {
+          impl.run(problem, q.data(), k.data(), v.data(), out.data(), static_cast<int>(threads));
+          benchmark::DoNotOptimize(out.data());
+          benchmark::ClobberMemory();
         }
         state.SetComplexityN(n);
         const double flops = useful_flops(problem);
@@ -293,6 +307,9 @@ size_t run_benchmarks(const BenchOptions& options) {
                            ? benchmark::RunSpecifiedBenchmarks(&console)
                            : benchmark::RunSpecifiedBenchmarks(&console, &json);
   benchmark::ClearRegisteredBenchmarks();
+  if (!console.failures.empty())
+    throw std::runtime_error(fmt::format("{} benchmark(s) failed: {}", console.failures.size(),
+                                         fmt::join(console.failures, "; ")));
   return count;
 }
 

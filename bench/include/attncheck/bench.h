@@ -70,7 +70,8 @@ Problem bench_problem(const BenchOptions& options, int64_t n, int64_t d, const s
 /// Checks the options, probes the peak FMA throughput, registers one Google
 /// Benchmark family over n per (impl, d, mask, threads), runs them (console
 /// table on stdout, Google Benchmark JSON to options.json_path) and returns
-/// the number of benchmarks run.
+/// the number of benchmarks run. Throws std::runtime_error naming every
+/// benchmark that failed (the others still run and are written).
 size_t run_benchmarks(const BenchOptions& options);
 
 }  // namespace attncheck
