@@ -1,5 +1,7 @@
 #include "child_call.h"
 
+#include "abi.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -14,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
 #include <system_error>
 
@@ -155,7 +158,7 @@ Arena::Arena(std::vector<ArenaBuffer> buffers) : buffers_(std::move(buffers)) {
       continue;
     }
     if (b.poison) {
-      const uint32_t bits = 0x7fc0dead;
+      const uint32_t bits = kPoisonBits;
       for (size_t e = 0; e + 4 <= b.bytes; e += 4) std::memcpy(b.data + e, &bits, 4);
     }
     std::memset(b.data + b.bytes, kCanary, region_end_[i] - at[i] - b.bytes);
@@ -211,6 +214,9 @@ std::string Arena::check_canaries() const {
 }
 
 ChildOutcome Arena::run(const std::function<int()>& call, int timeout_ms) {
+  // The fault handler's map is process-wide: one call at a time.
+  static std::mutex one_call_at_a_time;
+  std::lock_guard lock(one_call_at_a_time);
   for (const auto& [begin, end] : guards_) mprotect(base_ + begin, end - begin, PROT_NONE);
   if (mprotect(base_ + inputs_begin_, inputs_end_ - inputs_begin_, PROT_READ) != 0)
     throw std::system_error(errno, std::generic_category(), "making the inputs read-only");
