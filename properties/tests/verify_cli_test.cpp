@@ -1,0 +1,87 @@
+// attncheck verify as a command: bad options exit 2 naming the option and
+// write nothing; a passing run writes JSON and JUnit and exits 0; --replay
+// re-runs a recorded failure; a failing run exits 1.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <sys/wait.h>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int code;
+  std::string output;
+};
+
+Result run(const std::string& args) {
+  const fs::path log = fs::temp_directory_path() / "attncheck-verify-cli.log";
+  const std::string command = std::string(ATTNCHECK_CLI) + " verify " + args + " > " + log.string() + " 2>&1";
+  const int status = std::system(command.c_str());
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, text.str()};
+}
+
+}  // namespace
+
+TEST_CASE("verify rejects bad options naming them, and writes nothing", "[cli]") {
+  const fs::path dir = fs::temp_directory_path() / "attncheck-verify-cli";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string json = (dir / "v.json").string();
+  const std::pair<std::string, std::string> bad[] = {
+      {"--cases 0", "--cases"},
+      {"--max-n 0", "--max-n"},
+      {"--threads -1", "--threads"},
+      {"--impl no-such-impl", "--impl"},
+      {"--property no_such_property", "--property"},
+      {"--replay " + (dir / "missing.json").string(), "missing.json"},
+  };
+  for (const auto& [args, named] : bad) {
+    const Result r = run(args + " --json " + json);
+    INFO(args << "\n" << r.output);
+    CHECK(r.code == 2);
+    CHECK(r.output.find(named) != std::string::npos);
+    CHECK_FALSE(fs::exists(json));
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("verify writes JSON and JUnit, and a failure replays", "[cli]") {
+  const fs::path dir = fs::temp_directory_path() / "attncheck-verify-cli2";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string json = (dir / "v.json").string(), junit = (dir / "v.xml").string();
+  const std::string failures = (dir / "failures").string();
+  Result ok = run("--impl naive-fp32 --seed 3 --cases 5 --property row_sum --property shape --json " + json +
+                  " --junit " + junit + " --failures-dir " + failures);
+  INFO(ok.output);
+  CHECK(ok.code == 0);
+  CHECK(ok.output.find("2 passed, 0 failed") != std::string::npos);
+  std::ifstream in(json);
+  const auto j = nlohmann::json::parse(in);
+  CHECK(j["properties"].size() == 2);
+  CHECK(fs::exists(junit));
+
+  Result bad = run("--impl mutant:v_rows_misaligned --seed 3 --property differential_reference --failures-dir " +
+                   failures);
+  INFO(bad.output);
+  CHECK(bad.code == 1);
+  CHECK(bad.output.find("0 passed, 1 failed") != std::string::npos);
+  REQUIRE(fs::exists(failures));
+  const std::string file = fs::directory_iterator(failures)->path().string();
+  Result replay = run("--impl mutant:v_rows_misaligned --replay " + file);
+  INFO(replay.output);
+  CHECK(replay.code == 1);
+  CHECK(replay.output.find("differential_reference") != std::string::npos);
+  CHECK(replay.output.find("FAILED") != std::string::npos);
+  CHECK(run("--impl fused --replay " + file).code == 0);
+  fs::remove_all(dir);
+}
