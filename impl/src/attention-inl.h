@@ -110,18 +110,28 @@ HWY_INLINE void ScoreTile(DF d, const float* HWY_RESTRICT q, size_t dk,
 }
 
 // Sets to -inf every score of the tile whose key is not readable: at or past
-// the row's key limit, or refused by the explicit mask (row stride n_k).
+// the row's key limit (vectorised: lane j of the panel is key j0 + j), or
+// refused by the explicit mask (row stride n_k; read only below the limit).
 // Rows of the tile past the chunk's end have limit 0, so they are fully masked.
-HWY_INLINE void MaskTile(float* HWY_RESTRICT s, const int64_t* limits, int64_t j0,
+HWY_INLINE void MaskTile(DF d, float* HWY_RESTRICT s, const int64_t* limits, int64_t j0,
                          const uint8_t* mask, size_t nk, size_t rows) {
+  const size_t N = hn::Lanes(d);
+  const hn::RebindToSigned<DF> di;
+  const auto lane = hn::Iota(di, 0);
+  const VF masked = hn::Set(d, kNegInf);
   for (size_t r = 0; r < kTileRows; ++r) {
     float* row = s + r * kPanelKeys;
-    const int64_t limit = limits[r];
-    const uint8_t* mrow = mask && r < rows ? mask + r * nk : nullptr;
-    for (size_t j = 0; j < kPanelKeys; ++j) {
-      const int64_t key = j0 + static_cast<int64_t>(j);
-      const bool readable = key < limit && (mrow == nullptr || mrow[j] != 0);
-      if (!readable) row[j] = kNegInf;
+    const int64_t readable = std::clamp<int64_t>(limits[r] - j0, 0, static_cast<int64_t>(kPanelKeys));
+    const auto limit = hn::Set(di, static_cast<int32_t>(readable));
+    for (size_t c = 0; c < kPanelKeys; c += N) {
+      const auto key = hn::Add(lane, hn::Set(di, static_cast<int32_t>(c)));
+      const auto below = hn::RebindMask(d, hn::Lt(key, limit));
+      hn::Store(hn::IfThenElse(below, hn::Load(d, row + c), masked), d, row + c);
+    }
+    if (mask && r < rows) {
+      const uint8_t* mrow = mask + r * nk;
+      for (size_t j = 0; j < static_cast<size_t>(readable); ++j)
+        if (mrow[j] == 0) row[j] = kNegInf;
     }
   }
 }
@@ -336,7 +346,7 @@ class Worker {
         if (j0 >= hi) continue;  // causal or padded: no row of the tile reads this panel
         ScoreTile(d_, q_.get() + tr0 * dk_, dk_, panel, s_.get());
         if (mask || j0 + static_cast<int64_t>(kPanelKeys) > lo)
-          MaskTile(s_.get(), lim, j0, mask ? mask + tr0 * nk_ + pi * kPanelKeys : nullptr, nk_,
+          MaskTile(d_, s_.get(), lim, j0, mask ? mask + tr0 * nk_ + pi * kPanelKeys : nullptr, nk_,
                    trows);
         SoftmaxTile(d_, s_.get(), a_.multiplier, m_.get() + tr0, l_.get() + tr0, alpha_.get() + tr0);
         AccumulateTile(d_, s_.get(), kcount, vpanel, vs_, o_.get() + tr0 * dvp_, dvp_,
