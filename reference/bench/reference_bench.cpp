@@ -37,4 +37,15 @@ BENCHMARK_TEMPLATE(BM_ReferenceSlice, mp100)->Arg(64)->Arg(16)->Unit(benchmark::
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  // The conditions a report prints beside these times.
+  benchmark::AddCustomContext("reference_multiprecision",
+                              std::string("MPFR ") + mpfr_get_version() +
+                                  " (mp50: 50 decimal digits, mp100: 100)");
+  benchmark::AddCustomContext("reference_slice", "one (batch, head) slice, n_q = n_k = d_k = d_v");
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
