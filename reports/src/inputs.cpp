@@ -179,8 +179,14 @@ void load_bench_file(const std::string& file, Model& model) {
       continue;
     }
     if (run_type != "iteration") fail(file, fmt::format("{}: field 'run_type': unknown value '{}'", where, run_type));
-    if (b.contains("error_occurred") && b["error_occurred"].is_boolean() && b["error_occurred"].get<bool>())
-      fail(file, fmt::format("benchmark '{}' reported an error: {}", name, string_or(b, "error_message")));
+    // A benchmark that failed (SkipWithError) has no time; the report lists it instead.
+    if (b.contains("error_occurred") && b["error_occurred"].is_boolean() && b["error_occurred"].get<bool>()) {
+      // Google Benchmark writes one such row per repetition; list each benchmark once.
+      const bool listed = std::any_of(model.failed_benchmarks.begin(), model.failed_benchmarks.end(),
+                                      [&](const Model::FailedBenchmark& f) { return f.name == run_name && f.file == file; });
+      if (!listed) model.failed_benchmarks.push_back({run_name, string_or(b, "error_message"), file});
+      continue;
+    }
     if (!by_run.count(run_name)) order.push_back(run_name);
     by_run[run_name].iterations.push_back(&b);
   }
@@ -329,7 +335,9 @@ Model load_inputs(const ReportInputs& inputs) {
     load_bench_file(file, model);
     size_t points_after = 0;
     for (const Series& s : model.series) points_after += s.points.size();
-    if (points_after == points_before && model.series.size() == before)
+    if (points_after == points_before && model.series.size() == before &&
+        std::none_of(model.failed_benchmarks.begin(), model.failed_benchmarks.end(),
+                     [&](const Model::FailedBenchmark& f) { return f.file == file; }))
       fail(file, "field 'benchmarks': no benchmark named <implementation>/n:<n>/... (nothing to report)");
   }
   for (const std::string& file : inputs.verify_files) load_verify_file(file, model);

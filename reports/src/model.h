@@ -84,6 +84,10 @@ struct Model {
   std::vector<Series> series;  ///< sorted by configuration, then implementation
   std::vector<VerifyRun> verifies;
   std::vector<std::string> ignored_benchmarks;  ///< names without an n: field
+  struct FailedBenchmark {
+    std::string name, message, file;
+  };
+  std::vector<FailedBenchmark> failed_benchmarks;  ///< entries with error_occurred: no time to report
   std::vector<HeadlineRow> headline;
 };
 

@@ -453,6 +453,10 @@ std::string render_json(const Model& model) {
   }
   out["verification"] = verification;
   out["ignored_benchmarks"] = model.ignored_benchmarks;
+  json failed = json::array();
+  for (const auto& f : model.failed_benchmarks)
+    failed.push_back({{"benchmark", f.name}, {"error_message", f.message}, {"file", f.file}});
+  out["failed_benchmarks"] = failed;
   return out.dump(2) + "\n";
 }
 
@@ -477,6 +481,11 @@ std::string render_markdown(const Model& model) {
       md += fmt::format("\n_Conditions: {}. GFLOP/s and % of peak at the largest n; speed-up = peer time / own "
                         "time at the largest common n; exponent = least-squares slope of log time on log n._\n",
                         g.conditions);
+    md += "\n";
+  }
+  if (!model.failed_benchmarks.empty()) {
+    md += "**Benchmarks that reported an error (no time):**\n\n";
+    for (const auto& f : model.failed_benchmarks) md += fmt::format("- `{}`: {}\n", f.name, f.message);
     md += "\n";
   }
   for (const Config& config : configs(model)) {
@@ -528,6 +537,12 @@ std::string render_html(const Model& model, const std::vector<Chart>& charts) {
                        "peer time / own time at the largest common n; exponent = least-squares slope of log time "
                        "on log n.</p>\n",
                        html_escape(g.conditions));
+  }
+  if (!model.failed_benchmarks.empty()) {
+    h += "<p><strong>Benchmarks that reported an error (no time):</strong></p>\n<ul>\n";
+    for (const auto& f : model.failed_benchmarks)
+      h += fmt::format("<li><code>{}</code>: {}</li>\n", html_escape(f.name), html_escape(f.message));
+    h += "</ul>\n";
   }
   if (!model.series.empty()) h += "<h2>Performance</h2>\n";
   for (const Config& config : configs(model)) {

@@ -214,3 +214,19 @@ TEST_CASE("a bench file with only aggregates (--benchmark_report_aggregates_only
   CHECK(report["records"][0]["time_statistic"] == "median");
   CHECK(report["records"][0]["repetitions"] == 3);
 }
+
+TEST_CASE("a benchmark that reported an error is listed with its message, the rest is reported") {
+  ScratchDir dir;
+  ReportInputs inputs;
+  inputs.bench_files = {fixture("bench_with_error.json")};
+  const ReportResult result = write_report(inputs, dir.sub("out"));
+  REQUIRE(result.headline.size() == 1);
+  CHECK(result.headline[0].largest_n == 64);
+  CHECK_FALSE(result.headline[0].fit);  // one n left: no exponent
+  const std::string md = read_text(result.markdown_path);
+  CHECK_THAT(md, Contains("- `reference-double/n:128/d:64/mask:none/threads:1`: std::bad_alloc: cannot allocate the n x n weights"));
+  CHECK_THAT(read_text(result.html_path), Contains("std::bad_alloc: cannot allocate the n x n weights"));
+  const auto report = nlohmann::json::parse(read_text(result.json_path));
+  REQUIRE(report["failed_benchmarks"].size() == 1);
+  CHECK(report["records"].size() == 1);
+}
