@@ -16,8 +16,9 @@
 //      keeps); the online update keeps the running max m, running sum l, and
 //      the factor alpha = exp(m_old - m_new) that rescales the partial output;
 //   4. output  O_tile = alpha · O_tile + P · V_panel (lanes over d_v).
-// Nothing of size n_q × n_k exists: per thread the extra memory is the packed
-// Kᵀ (and V when d_v needs padding) of one slice plus O(kChunkRows · d).
+// Nothing of size n_q × n_k exists: the extra memory is the packed Kᵀ (and V
+// when d_v needs padding) of one group of slices, shared by the threads, plus
+// O(kChunkRows · d) per thread.
 
 #if defined(ATTNCHECK_IMPL_ATTENTION_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef ATTNCHECK_IMPL_ATTENTION_INL_H_
@@ -28,6 +29,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <barrier>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -238,22 +244,78 @@ hwy::AlignedFreeUniquePtr<T[]> Allocate(size_t count) {
   return ptr;
 }
 
-// One worker's buffers, allocated once per call and reused for every item.
+// Sizes of one call, shared by every part of it.
+struct Layout {
+  Layout(const KernelArgs& a, DF d) {
+    const Shape& sh = a.problem->shape;
+    dk = static_cast<size_t>(sh.d_k);
+    dv = static_cast<size_t>(sh.d_v);
+    nq = static_cast<size_t>(sh.n_q);
+    nk = static_cast<size_t>(sh.n_k);
+    dvp = hwy::DivCeil(dv, hn::Lanes(d)) * hn::Lanes(d);
+    panels = hwy::DivCeil(nk, kPanelKeys);
+  }
+  size_t dk = 0, dv = 0, dvp = 0, nq = 0, nk = 0, panels = 0;
+};
+
+// Kᵀ of a group of consecutive slices in panels [d_k][kPanelKeys] (keys past
+// n_k zero), and V padded to dvp columns when d_v is not a multiple of the
+// lanes. Shared by all workers: each slice is packed once, whatever the number
+// of threads, and the group is as small as keeps the threads busy.
+class PackedGroup {
+ public:
+  PackedGroup(const KernelArgs& a, const Layout& lay, int64_t slices)
+      : a_(a), lay_(lay), kt_size_(lay.panels * kPanelKeys * lay.dk) {
+    kt_ = Allocate<float>(static_cast<size_t>(slices) * kt_size_);
+    if (lay.dvp != lay.dv) {
+      v_size_ = lay.panels * kPanelKeys * lay.dvp;
+      vpad_ = Allocate<float>(static_cast<size_t>(slices) * v_size_);
+    }
+  }
+
+  void SetFirstSlice(int64_t first) { first_ = first; }
+
+  // Packs panel pi of a slice of the current group.
+  void PackPanel(int64_t slice, size_t pi) {
+    const size_t dk = lay_.dk, dv = lay_.dv, dvp = lay_.dvp, nk = lay_.nk;
+    const float* k = a_.k + static_cast<size_t>(slice) * nk * dk;
+    float* panel = KtMutable(slice) + pi * dk * kPanelKeys;
+    for (size_t j = 0; j < kPanelKeys; ++j) {
+      const size_t key = pi * kPanelKeys + j;
+      for (size_t x = 0; x < dk; ++x) panel[x * kPanelKeys + j] = key < nk ? k[key * dk + x] : 0.0f;
+    }
+    if (!vpad_) return;
+    const float* v = a_.v + static_cast<size_t>(slice) * nk * dv;
+    float* vp = vpad_.get() + Offset(slice) * v_size_;
+    for (size_t key = pi * kPanelKeys; key < (pi + 1) * kPanelKeys; ++key)
+      for (size_t c = 0; c < dvp; ++c) vp[key * dvp + c] = key < nk && c < dv ? v[key * dv + c] : 0.0f;
+  }
+
+  const float* Kt(int64_t slice) const { return kt_.get() + Offset(slice) * kt_size_; }
+  const float* V(int64_t slice) const {
+    if (vpad_) return vpad_.get() + Offset(slice) * v_size_;
+    return a_.v + static_cast<size_t>(slice) * lay_.nk * lay_.dv;
+  }
+  size_t VStride() const { return vpad_ ? lay_.dvp : lay_.dv; }
+
+ private:
+  size_t Offset(int64_t slice) const { return static_cast<size_t>(slice - first_); }
+  float* KtMutable(int64_t slice) { return kt_.get() + Offset(slice) * kt_size_; }
+
+  const KernelArgs& a_;
+  const Layout& lay_;
+  size_t kt_size_ = 0, v_size_ = 0;
+  int64_t first_ = 0;
+  hwy::AlignedFreeUniquePtr<float[]> kt_, vpad_;
+};
+
+// One worker's buffers for a chunk of query rows, allocated before the
+// workers start and reused for every chunk.
 class Worker {
  public:
-  explicit Worker(const KernelArgs& args) : a_(args), p_(*args.problem) {
-    const Shape& sh = p_.shape;
-    dk_ = static_cast<size_t>(sh.d_k);
-    dv_ = static_cast<size_t>(sh.d_v);
-    nq_ = static_cast<size_t>(sh.n_q);
-    nk_ = static_cast<size_t>(sh.n_k);
-    const size_t N = hn::Lanes(d_);
-    dvp_ = hwy::DivCeil(dv_, N) * N;
-    panels_ = hwy::DivCeil(nk_, kPanelKeys);
-    kt_ = Allocate<float>(panels_ * kPanelKeys * dk_);
-    if (dvp_ != dv_) vpad_ = Allocate<float>(panels_ * kPanelKeys * dvp_);
-    q_ = Allocate<float>(kChunk * dk_);
-    o_ = Allocate<float>(kChunk * dvp_);
+  Worker(const KernelArgs& args, const Layout& lay) : a_(args), p_(*args.problem), lay_(lay) {
+    q_ = Allocate<float>(kChunk * lay.dk);
+    o_ = Allocate<float>(kChunk * lay.dvp);
     s_ = Allocate<float>(kTileRows * kPanelKeys);
     m_ = Allocate<float>(kChunk);
     l_ = Allocate<float>(kChunk);
@@ -261,82 +323,42 @@ class Worker {
     limits_ = Allocate<int64_t>(kChunk);
   }
 
-  void Run(std::atomic<int64_t>& next) {
-    int64_t packed_slice = -1;
-    for (;;) {
-      const int64_t item = next.fetch_add(1, std::memory_order_relaxed);
-      if (item >= a_.total_items) return;
-      const int64_t slice = item / a_.chunks_per_slice;
-      const int64_t chunk = item % a_.chunks_per_slice;
-      if (slice != packed_slice) {
-        PackSlice(slice);
-        packed_slice = slice;
-      }
-      ProcessChunk(slice, chunk);
-    }
-  }
-
- private:
-  // Kᵀ of the slice in panels [d_k][kPanelKeys], keys past n_k zero; V padded
-  // to dvp columns (and whole panels) when d_v is not a multiple of the lanes.
-  void PackSlice(int64_t slice) {
-    const float* k = a_.k + static_cast<size_t>(slice) * nk_ * dk_;
-    float* kt = kt_.get();
-    for (size_t pi = 0; pi < panels_; ++pi) {
-      float* panel = kt + pi * dk_ * kPanelKeys;
-      for (size_t j = 0; j < kPanelKeys; ++j) {
-        const size_t key = pi * kPanelKeys + j;
-        for (size_t x = 0; x < dk_; ++x)
-          panel[x * kPanelKeys + j] = key < nk_ ? k[key * dk_ + x] : 0.0f;
-      }
-    }
-    const float* v = a_.v + static_cast<size_t>(slice) * nk_ * dv_;
-    if (vpad_) {
-      float* vp = vpad_.get();
-      for (size_t key = 0; key < panels_ * kPanelKeys; ++key)
-        for (size_t c = 0; c < dvp_; ++c)
-          vp[key * dvp_ + c] = key < nk_ && c < dv_ ? v[key * dv_ + c] : 0.0f;
-      v_ = vp;
-      vs_ = dvp_;
-    } else {
-      v_ = v;
-      vs_ = dv_;
-    }
-  }
-
-  void ProcessChunk(int64_t slice, int64_t chunk) {
+  void ProcessChunk(int64_t slice, int64_t chunk, const PackedGroup& packed) {
+    const size_t dk = lay_.dk, dv = lay_.dv, dvp = lay_.dvp, nq = lay_.nq, nk = lay_.nk;
     const int64_t heads = p_.shape.heads;
     const int64_t b = slice / heads;
     const int64_t h = slice % heads;
     const size_t r0 = static_cast<size_t>(chunk) * kChunk;
-    const size_t rows = std::min(kChunk, nq_ - r0);
+    const size_t rows = std::min(kChunk, nq - r0);
     const size_t tiles = hwy::DivCeil(rows, kTileRows);
     const size_t slice_z = static_cast<size_t>(slice);
-
+    const float* kt = packed.Kt(slice);
+    const float* v = packed.V(slice);
+    const size_t vs = packed.VStride();
     // The chunk's Q rows; rows past its end are zero (and discarded).
-    const float* q = a_.q + (slice_z * nq_ + r0) * dk_;
+    const float* q = a_.q + (slice_z * nq + r0) * dk;
     for (size_t r = 0; r < tiles * kTileRows; ++r)
-      for (size_t x = 0; x < dk_; ++x) q_[r * dk_ + x] = r < rows ? q[r * dk_ + x] : 0.0f;
+      for (size_t x = 0; x < dk; ++x) q_[r * dk + x] = r < rows ? q[r * dk + x] : 0.0f;
     for (size_t r = 0; r < tiles * kTileRows; ++r) {
       limits_[r] = r < rows ? key_limit(p_, b, static_cast<int64_t>(r0 + r)) : 0;
       m_[r] = kNegInf;
       l_[r] = 0.0f;
     }
-    std::fill(o_.get(), o_.get() + tiles * kTileRows * dvp_, 0.0f);
+    std::fill(o_.get(), o_.get() + tiles * kTileRows * dvp, 0.0f);
 
     const uint8_t* mask = nullptr;
     if (p_.mask) {
       const ExplicitMask& em = *p_.mask;
       const size_t mb = em.batch == 1 ? 0 : static_cast<size_t>(b);
       const size_t mh = em.heads == 1 ? 0 : static_cast<size_t>(h);
-      mask = em.allowed.data() + ((mb * static_cast<size_t>(em.heads) + mh) * nq_ + r0) * nk_;
+      mask = em.allowed.data() + ((mb * static_cast<size_t>(em.heads) + mh) * nq + r0) * nk;
     }
 
-    for (size_t pi = 0; pi < panels_; ++pi) {
+    for (size_t pi = 0; pi < lay_.panels; ++pi) {
       const int64_t j0 = static_cast<int64_t>(pi * kPanelKeys);
-      const size_t kcount = std::min(kPanelKeys, nk_ - pi * kPanelKeys);
-      const float* panel = kt_.get() + pi * dk_ * kPanelKeys;
-      const float* vpanel = v_ + pi * kPanelKeys * vs_;
+      const size_t kcount = std::min(kPanelKeys, nk - pi * kPanelKeys);
+      const float* panel = kt + pi * dk * kPanelKeys;
+      const float* vpanel = v + pi * kPanelKeys * vs;
       for (size_t t = 0; t < tiles; ++t) {
         const size_t tr0 = t * kTileRows;
         const size_t trows = std::min(kTileRows, rows - tr0);
@@ -344,38 +366,100 @@ class Worker {
         const int64_t lo = *std::min_element(lim, lim + trows);
         const int64_t hi = *std::max_element(lim, lim + trows);
         if (j0 >= hi) continue;  // causal or padded: no row of the tile reads this panel
-        ScoreTile(d_, q_.get() + tr0 * dk_, dk_, panel, s_.get());
+        ScoreTile(d_, q_.get() + tr0 * dk, dk, panel, s_.get());
         if (mask || j0 + static_cast<int64_t>(kPanelKeys) > lo)
-          MaskTile(d_, s_.get(), lim, j0, mask ? mask + tr0 * nk_ + pi * kPanelKeys : nullptr, nk_,
+          MaskTile(d_, s_.get(), lim, j0, mask ? mask + tr0 * nk + pi * kPanelKeys : nullptr, nk,
                    trows);
         SoftmaxTile(d_, s_.get(), a_.multiplier, m_.get() + tr0, l_.get() + tr0, alpha_.get() + tr0);
-        AccumulateTile(d_, s_.get(), kcount, vpanel, vs_, o_.get() + tr0 * dvp_, dvp_,
+        AccumulateTile(d_, s_.get(), kcount, vpanel, vs, o_.get() + tr0 * dvp, dvp,
                        alpha_.get() + tr0);
       }
     }
 
-    float* out = a_.out + (slice_z * nq_ + r0) * dv_;
+    float* out = a_.out + (slice_z * nq + r0) * dv;
     for (size_t r = 0; r < rows; ++r) {
-      const float* o = o_.get() + r * dvp_;
+      const float* o = o_.get() + r * dvp;
       const float l = l_[r];
       if (l > 0.0f) {
-        for (size_t c = 0; c < dv_; ++c) out[r * dv_ + c] = o[c] / l;
+        for (size_t c = 0; c < dv; ++c) out[r * dv + c] = o[c] / l;
       } else {  // empty row under the zero policy
-        for (size_t c = 0; c < dv_; ++c) out[r * dv_ + c] = 0.0f;
+        for (size_t c = 0; c < dv; ++c) out[r * dv + c] = 0.0f;
       }
-      if (a_.lse) a_.lse[slice_z * nq_ + r0 + r] = l > 0.0f ? m_[r] + std::log(l) : kNegInf;
+      if (a_.lse) a_.lse[slice_z * nq + r0 + r] = l > 0.0f ? m_[r] + std::log(l) : kNegInf;
     }
   }
 
+
+ private:
   const KernelArgs& a_;
   const Problem& p_;
+  const Layout& lay_;
   DF d_;
-  size_t dk_ = 0, dv_ = 0, dvp_ = 0, nq_ = 0, nk_ = 0, panels_ = 0;
-  hwy::AlignedFreeUniquePtr<float[]> kt_, vpad_, q_, o_, s_, m_, l_, alpha_;
+  hwy::AlignedFreeUniquePtr<float[]> q_, o_, s_, m_, l_, alpha_;
   hwy::AlignedFreeUniquePtr<int64_t[]> limits_;
-  const float* v_ = nullptr;  // V of the packed slice (input or vpad_)
-  size_t vs_ = 0;             // its row stride
 };
+
+// The whole call on `threads` threads (the caller's included). Slices are
+// taken in groups; for each group all workers first pack its panels, then
+// compute its chunks, both handed out one at a time through an atomic counter
+// (so a thread that finishes early takes more), with a barrier after each
+// phase. Every chunk is computed by the same instructions whichever thread
+// takes it, so the output is bitwise identical for any thread count.
+void RunAttention(const KernelArgs& a, int64_t threads) {
+  const DF d;
+  const Layout lay(a, d);
+  const int64_t slices = a.problem->shape.batch * a.problem->shape.heads;
+  const int64_t chunks = a.chunks_per_slice;
+  const auto panels = static_cast<int64_t>(lay.panels);
+  // Enough chunks per group for about four per thread, and no more: long
+  // sequences pack one slice at a time, short ones several.
+  const int64_t group = std::clamp<int64_t>(hwy::DivCeil(4 * threads, chunks), 1, slices);
+  const int64_t groups = hwy::DivCeil(slices, group);
+
+  PackedGroup packed(a, lay, group);
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (int64_t t = 0; t < threads; ++t) workers.push_back(std::make_unique<Worker>(a, lay));
+
+  // Phase state, changed only by the barrier's completion step.
+  int64_t current = 0;
+  bool packing = true;
+  std::atomic<int64_t> next{0};
+  auto end_of_phase = [&]() noexcept {
+    next.store(0, std::memory_order_relaxed);
+    if (!packing) {
+      ++current;
+      packed.SetFirstSlice(current * group);
+    }
+    packing = !packing;
+  };
+  std::barrier sync(static_cast<std::ptrdiff_t>(threads), end_of_phase);
+
+  auto work = [&](Worker& worker) {
+    while (current < groups) {
+      const int64_t first = current * group;
+      const int64_t count = std::min(group, slices - first);
+      const int64_t items = count * (packing ? panels : chunks);
+      for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < items;) {
+        if (packing)
+          packed.PackPanel(first + i / panels, static_cast<size_t>(i % panels));
+        else
+          worker.ProcessChunk(first + i / chunks, i % chunks, packed);
+      }
+      sync.arrive_and_wait();
+    }
+  };
+
+  std::vector<std::thread> pool;
+  try {
+    for (int64_t t = 1; t < threads; ++t) pool.emplace_back(work, std::ref(*workers[t]));
+  } catch (...) {
+    // A thread that could not start leaves the barrier; the others do its share.
+    for (auto missing = threads - 1 - static_cast<int64_t>(pool.size()); missing > 0; --missing)
+      sync.arrive_and_drop();
+  }
+  work(*workers[0]);
+  for (auto& thread : pool) thread.join();
+}
 
 }  // namespace attncheck::detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

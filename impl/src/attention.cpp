@@ -6,9 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <exception>
 #include <limits>
 #include <span>
 #include <thread>
@@ -77,29 +75,7 @@ void attention(const Problem& problem, const float* q, const float* k, const flo
   if (threads == 0) threads = std::max<int64_t>(1, std::thread::hardware_concurrency());
   threads = std::min(threads, args.total_items);
 
-  std::atomic<int64_t> next{0};
-  if (threads == 1) {
-    detail::run_attention_worker(args, next);
-    return;
-  }
-  // Items go to whichever thread is free; each row's arithmetic does not
-  // depend on which thread computes it, so the output does not either.
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(threads));
-  std::vector<std::thread> pool;
-  pool.reserve(static_cast<size_t>(threads - 1));
-  auto work = [&](size_t index) {
-    try {
-      detail::run_attention_worker(args, next);
-    } catch (...) {
-      errors[index] = std::current_exception();
-      next.store(args.total_items);  // the others stop at their next item
-    }
-  };
-  for (int64_t t = 1; t < threads; ++t) pool.emplace_back(work, static_cast<size_t>(t));
-  work(0);
-  for (auto& thread : pool) thread.join();
-  for (const auto& error : errors)
-    if (error) std::rethrow_exception(error);
+  detail::run_attention(args, threads);
 }
 
 AttentionTables attention_tables(const Problem& problem, const float* q, const float* k,

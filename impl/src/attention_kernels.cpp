@@ -11,10 +11,7 @@
 HWY_BEFORE_NAMESPACE();
 namespace attncheck::detail::HWY_NAMESPACE {
 
-void AttentionWorker(const KernelArgs& args, std::atomic<int64_t>* next) {
-  Worker worker(args);
-  worker.Run(*next);
-}
+void Attention(const KernelArgs& args, int64_t threads) { RunAttention(args, threads); }
 
 int64_t KernelTarget() { return HWY_TARGET; }
 
@@ -24,11 +21,11 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace attncheck::detail {
 
-HWY_EXPORT(AttentionWorker);
+HWY_EXPORT(Attention);
 HWY_EXPORT(KernelTarget);
 
-void run_attention_worker(const KernelArgs& args, std::atomic<int64_t>& next) {
-  HWY_DYNAMIC_DISPATCH(AttentionWorker)(args, &next);
+void run_attention(const KernelArgs& args, int64_t threads) {
+  HWY_DYNAMIC_DISPATCH(Attention)(args, threads);
 }
 
 int64_t dispatched_target() { return HWY_DYNAMIC_DISPATCH(KernelTarget)(); }

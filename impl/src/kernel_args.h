@@ -3,16 +3,15 @@
 // compiled once, the kernels once per instruction set.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 
 #include "attncheck/problem.h"
 
 namespace attncheck::detail {
 
-/// Query rows per work item. Fixed (never derived from the thread count), so
-/// every row is computed by the same instruction sequence however the items
-/// are spread over threads: the result is bitwise identical for any count.
+/// Query rows per work item (a chunk). Fixed (never derived from the thread
+/// count), so every row is computed by the same instruction sequence however
+/// the chunks are spread over threads: the result is bitwise identical for any count.
 inline constexpr int64_t kChunkRows = 64;
 
 struct KernelArgs {
@@ -27,9 +26,9 @@ struct KernelArgs {
   int64_t total_items = 0;         ///< batch · heads · chunks_per_slice
 };
 
-/// Runs work items (b, h, query chunk) taken from `next` until none are left,
-/// on the dispatched target. Called by every worker thread.
-void run_attention_worker(const KernelArgs& args, std::atomic<int64_t>& next);
+/// Computes the whole call on the dispatched target with `threads` threads
+/// (the caller's included; at least 1, at most total_items).
+void run_attention(const KernelArgs& args, int64_t threads);
 
 /// The HWY_TARGET bit of the kernel that HWY_DYNAMIC_DISPATCH selects now.
 int64_t dispatched_target();
