@@ -20,7 +20,7 @@ struct VerifyArgs {
   std::string impl = "fused";
   int cases = 100;
   std::optional<uint64_t> seed;
-  int64_t max_n = 48;
+  int64_t max_n = 130;
   std::vector<std::string> properties;
   std::string json, junit, replay, failures_dir = "attncheck-failures";
   bool mutants = false, list = false;
@@ -154,7 +154,7 @@ void add_verify_command(CLI::App& app) {
   cmd->add_option("--impl", args->impl, "implementation (see --list)")->capture_default_str();
   cmd->add_option("--cases", args->cases, "generated cases per property")->capture_default_str();
   cmd->add_option("--seed", args->seed, "random seed (default: a fresh one, printed)");
-  cmd->add_option("--max-n", args->max_n, "largest n_q, n_k, d generated")->capture_default_str();
+  cmd->add_option("--max-n", args->max_n, "largest n_q, n_k generated (d is at most 64); 130 = 2·64 + 2 spans the fused path's key panels")->capture_default_str();
   cmd->add_option("--property", args->properties, "run only this property (repeatable)");
   cmd->add_option("--json", args->json, "write verify JSON (docs/verify-json.md)");
   cmd->add_option("--junit", args->junit, "write JUnit XML, one testcase per property");

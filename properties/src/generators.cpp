@@ -86,9 +86,10 @@ int64_t smallest_limit(const Problem& p, int64_t i) {
 Gen<int64_t> gen_length(int64_t max) {
   std::vector<std::pair<int, int64_t>> options;
   // Small sizes first (shrinking lands there), then the sizes around a
-  // 16-float vector: 15, 16, 17, 48 = 3·16, 130 = 8·16 + 2.
+  // 16-float vector (15, 16, 17, 48 = 3·16, 130 = 8·16 + 2) and around a
+  // 64-key block (63, 64, 65, 128, 130: more than one block, with a tail).
   for (int64_t n = 1; n <= std::min<int64_t>(max, 9); ++n) options.push_back({n <= 4 ? 4 : 2, n});
-  for (int64_t n : {15, 16, 17, 31, 33, 48, 64, 130})
+  for (int64_t n : {15, 16, 17, 31, 33, 48, 63, 64, 65, 128, 130})
     if (n <= max) options.push_back({3, n});
   return pick(options);
 }

@@ -169,7 +169,7 @@ PropertyResult run_property(Implementation& impl, const Property& property, cons
 
   CaseRequest request = property.request(caps);
   request.max_n = options.max_n;
-  request.max_d = options.max_n;
+  request.max_d = std::min<int64_t>(options.max_n, 64);
   const rc::Gen<Case> gen = gen_case(request);
   load_rapidcheck_configuration_quietly();
 

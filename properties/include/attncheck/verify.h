@@ -23,7 +23,7 @@ std::string to_string(Status s);  ///< "PASSED", "FAILED", ...
 struct VerifyOptions {
   uint64_t seed = 1;
   int cases = 100;                       ///< successful cases per property
-  int64_t max_n = 48;                    ///< largest n_q, n_k (and d) generated
+  int64_t max_n = 130;                   ///< largest n_q, n_k generated (d: at most 64)
   std::vector<std::string> properties;   ///< empty: all
   int threads = 1;                       ///< thread hint passed to forward()
   std::string failures_dir = "attncheck-failures";  ///< empty: failures are not written
