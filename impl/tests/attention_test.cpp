@@ -315,7 +315,7 @@ TEST_CASE("the output is bitwise identical for 1 2 3 and hardware threads") {
     std::vector<float> lse1, lse_n;
     const auto one = run_fused(p, in, 1, &lse1);
     // Repeated, so that a race between workers has several chances to show.
-    for (int repeat = 0; repeat < 4; ++repeat) {
+    for (int repeat = 0; repeat < 8; ++repeat) {
       for (int threads : {2, 3, 0}) {
         INFO("threads " << threads << " repeat " << repeat);
         const auto many = run_fused(p, in, threads, &lse_n);
