@@ -29,9 +29,10 @@ struct AttentionOptions {
 /// Validates everything first (attncheck::validate) and throws InvalidInput
 /// without writing `out` or `lse` on bad input.
 ///
-/// Extra memory per worker thread: the slice's Kᵀ packed in panels of 64 keys
-/// (n_k rounded up to 64, times d_k floats; V too when d_v is not a multiple
-/// of the SIMD width) plus O(64 · (d_k + d_v)) for one chunk of query rows.
+/// Extra memory: K of one (batch, head) slice packed as Kᵀ in panels of 64
+/// keys (n_k rounded up to 64, times d_k floats; V too when d_v is not a
+/// multiple of the SIMD width), shared by the threads — a few slices at once
+/// only when sequences are short — plus O(64 · (d_k + d_v)) per thread.
 void attention(const Problem& problem, const float* q, const float* k, const float* v, float* out,
                const AttentionOptions& options = {});
 
