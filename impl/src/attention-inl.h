@@ -30,15 +30,15 @@
 #include <algorithm>
 #include <atomic>
 #include <barrier>
-#include <functional>
-#include <memory>
-#include <thread>
-#include <vector>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
+#include <memory>
 #include <new>
+#include <thread>
+#include <vector>
 
 #include "hwy/aligned_allocator.h"
 #include "hwy/contrib/math/math-inl.h"
