@@ -98,7 +98,8 @@ std::string verify_json(const VerifyReport& report) {
   const char* flags = "debug build";
 #endif
   j["context"] = {{"cpu_model", cpu_model()},
-                  {"cores_used", report.options.threads},
+                  {"cores_used", report.options.threads > 0 ? report.options.threads
+                                                            : static_cast<int>(std::thread::hardware_concurrency())},
                   {"compiler", fmt::format("g++ {}", __VERSION__)},
                   {"flags", flags},
                   {"simd_target", simd},
