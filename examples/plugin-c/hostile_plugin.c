@@ -14,6 +14,7 @@
 #define HOSTILE_UNWRITTEN_OUTPUT 5
 #define HOSTILE_WRONG_ABI 6
 #define HOSTILE_WRITE_BEFORE_OUTPUT 7
+#define HOSTILE_INIT_CRASH 8
 
 #ifndef HOSTILE
 #error "define HOSTILE to one of the HOSTILE_* values"
@@ -64,4 +65,10 @@ static const attn_plugin hostile_plugin = {
     hostile_forward,
 };
 
-ATTN_PLUGIN_EXPORT const attn_plugin *attn_plugin_init(void) { return &hostile_plugin; }
+ATTN_PLUGIN_EXPORT const attn_plugin *attn_plugin_init(void) {
+#if HOSTILE == HOSTILE_INIT_CRASH
+  volatile int *volatile nowhere = NULL;
+  *nowhere = 1;
+#endif
+  return &hostile_plugin;
+}

@@ -196,6 +196,24 @@ std::unique_ptr<Implementation> load_plugin(const std::string& path,
     throw InvalidInput(fmt::format("{}: no such readable file", who));
   // A bare file name would make dlopen search the library path instead.
   const std::string file = path.find('/') == std::string::npos ? "./" + path : path;
+  // Load it in a child first: a plugin whose loading or attn_plugin_init
+  // crashes or hangs is refused instead of taking attncheck down.
+  {
+    Arena probe({});
+    const ChildOutcome outcome = probe.run(
+        [&] {
+          void* h = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+          if (!h) return 0;  // the error is reported below, from this process
+          auto init = reinterpret_cast<const attn_plugin* (*)()>(dlsym(h, "attn_plugin_init"));
+          if (init) init();
+          return 0;
+        },
+        options.timeout_ms > 0 ? options.timeout_ms : 10000);
+    if (outcome.kind == ChildOutcome::Kind::timed_out)
+      throw InvalidInput(fmt::format("{}: loading it or attn_plugin_init {}", who, outcome.detail));
+    if (outcome.kind != ChildOutcome::Kind::returned)
+      throw InvalidInput(fmt::format("{}: loading it or attn_plugin_init failed: {}", who, outcome.detail));
+  }
   dlerror();
   void* handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {

@@ -206,6 +206,11 @@ TEST_CASE("a plugin built for another ABI version is refused, printing both vers
   }
 }
 
+TEST_CASE("a plugin whose attn_plugin_init crashes is refused and attncheck lives on") {
+  CHECK_THROWS_WITH(load_plugin(plugin_path("attn_init_crash_plugin")),
+                    Catch::Contains("attn_plugin_init failed") && Catch::Contains("signal 11"));
+}
+
 TEST_CASE("a missing plugin file is an error naming the path") {
   CHECK_THROWS_WITH(load_plugin("/nonexistent/libnothing.so"),
                     Catch::Contains("/nonexistent/libnothing.so") && Catch::Contains("no such"));
