@@ -10,8 +10,9 @@
  * against (always ATTN_PLUGIN_ABI_VERSION), its name, the features it
  * supports, the accuracy class it claims and its forward function. attncheck
  * refuses a plugin whose abi_version differs from its own and prints both
- * numbers. attn_plugin_init must be cheap and side-effect free: it runs in
- * the attncheck process itself; every forward call runs in a child process.
+ * numbers. attn_plugin_init must be cheap and side-effect free: it runs once
+ * in a probe child (a crash there refuses the plugin) and then in the
+ * attncheck process itself; every forward call runs in a child process.
  *
  * Computation (one batch element b, one head h; see DESIGN.md):
  *     S = Q Kᵀ · scale                       n_q × n_k
