@@ -442,8 +442,8 @@ void RunAttention(const KernelArgs& a, int64_t threads) {
       for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < items;) {
         if (packing)
           packed.PackPanel(first + i / panels, static_cast<size_t>(i % panels));
-        else
-          worker.ProcessChunk(first + i / chunks, i % chunks, packed);
+        else  // last chunks first: under a causal mask they cost the most
+          worker.ProcessChunk(first + i / chunks, chunks - 1 - i % chunks, packed);
       }
       sync.arrive_and_wait();
     }
