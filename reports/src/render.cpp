@@ -465,7 +465,7 @@ static std::string provenance(const Model& model) {
   std::vector<std::string> bench, verify;
   for (const BenchRun& r : model.runs) bench.push_back(r.file);
   for (const VerifyRun& v : model.verifies) verify.push_back(v.file);
-  return fmt::format("Built by `attncheck report` from bench JSON: {}; verify JSON: {}.",
+  return fmt::format("Built from bench JSON: {}; verify JSON: {}.",
                      bench.empty() ? "none" : fmt::format("{}", fmt::join(bench, ", ")),
                      verify.empty() ? "none" : fmt::format("{}", fmt::join(verify, ", ")));
 }
@@ -527,9 +527,8 @@ std::string render_html(const Model& model, const std::vector<Chart>& charts) {
   };
   std::string h = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   h += "<title>attncheck report</title>\n<style>\n" + std::string(css) + "</style>\n</head>\n<body>\n";
-  std::string source = provenance(model);
-  for (size_t at = source.find('`'); at != std::string::npos; at = source.find('`')) source.erase(at, 1);
-  h += "<h1>attncheck report</h1>\n<p class=\"conditions\">" + html_escape(source) + "</p>\n<h2>Headline</h2>\n";
+  h += "<h1>attncheck report</h1>\n<p class=\"conditions\">" + html_escape(provenance(model)) +
+       "</p>\n<h2>Headline</h2>\n";
   for (const HeadlineGroup& g : headline_groups(model)) {
     h += fmt::format("<h3>{}</h3>\n", html_escape(g.configuration)) + html_table(g.table);
     if (!g.conditions.empty())

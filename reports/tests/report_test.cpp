@@ -230,3 +230,20 @@ TEST_CASE("a benchmark that reported an error is listed with its message, the re
   REQUIRE(report["failed_benchmarks"].size() == 1);
   CHECK(report["records"].size() == 1);
 }
+
+TEST_CASE("the report may share its directory with its inputs; only its own files are replaced") {
+  ScratchDir dir;
+  const std::filesystem::path out = dir.sub("attncheck-report");
+  std::filesystem::create_directories(out / "charts");
+  std::filesystem::copy_file(fixture("bench_repetitions.json"), out / "bench.json");
+  { std::ofstream(out / "charts" / "stale-chart.svg") << "<svg></svg>"; }
+  ReportInputs inputs;
+  inputs.bench_files = {(out / "bench.json").string()};
+  write_report(inputs, out.string());
+  CHECK(std::filesystem::exists(out / "bench.json"));
+  CHECK_FALSE(std::filesystem::exists(out / "charts" / "stale-chart.svg"));
+  CHECK(std::filesystem::exists(out / "charts" / "time-d128-none-t2.svg"));
+  // A second run over the same directory works the same.
+  write_report(inputs, out.string());
+  CHECK(std::filesystem::exists(out / "report.html"));
+}

@@ -70,7 +70,8 @@ struct ReportResult {
 };
 
 /// Reads every input, fits, draws, and writes out_dir/report.{json,md,html}
-/// and out_dir/charts/*.svg. All inputs are read and all charts drawn before
+/// and out_dir/charts/*.svg (other files in out_dir, such as the input JSON,
+/// are left alone; stale charts/*.svg are removed). All inputs are read and all charts drawn before
 /// anything is written, so a bad input (missing file, malformed JSON, a verify
 /// file without the supported json_schema_version, a bench file that is not
 /// Google Benchmark JSON) or a missing gnuplot throws InvalidInput — naming the
