@@ -257,7 +257,7 @@ std::string md_table(const Table& t) {
     out += "\n";
     if (r == 0) {
       out += "|";
-      for (size_t c = 0; c < t[r].size(); ++c) out += c == 0 ? "---|" : "---|";
+      for (size_t c = 0; c < t[r].size(); ++c) out += "---|";
       out += "\n";
     }
   }
@@ -329,7 +329,10 @@ std::string inline_svg(const std::string& svg, const std::string& prefix) {
                                   out[end] == '-'))
         ++end;
       const std::string id = out.substr(start, end - start);
-      if (!id.empty() && ids.count(id) && (opener == "#" ? (i > 0 && (out[i - 1] == '\'' || out[i - 1] == '"' || out[i - 1] == '(')) : true)) {
+      // A '#' counts as a reference only inside an attribute value or url(...).
+      const bool reference = opener == "#";
+      const bool in_attribute = i > 0 && (out[i - 1] == '\'' || out[i - 1] == '"' || out[i - 1] == '(');
+      if (!id.empty() && ids.count(id) && (!reference || in_attribute)) {
         rewritten += opener + prefix + id;
         i = end;
         replaced = true;
