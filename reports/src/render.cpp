@@ -41,10 +41,21 @@ std::string number_of(const json& j, const char* key) {
   return format_number(j[key].get<double>());
 }
 
+/// The conditions of every bench file that measured this configuration.
+std::string config_conditions(const Model& model, const Config& config) {
+  std::set<size_t> runs;
+  for (const Series& s : model.series)
+    if (s.config == config) runs.insert(s.run);
+  std::vector<std::string> lines;
+  for (size_t run : runs) lines.push_back(bench_conditions(model.runs[run], config.threads));
+  return fmt::format("{}", fmt::join(lines, "; "));
+}
+
 /// The headline tables, one per configuration (plus one for implementations
 /// that were only verified).
 struct HeadlineGroup {
   std::string configuration;
+  bool benchmarked = true;
   std::string conditions;
   Table table;
 };
@@ -58,6 +69,7 @@ std::vector<HeadlineGroup> headline_groups(const Model& model) {
       index[key] = groups.size();
       HeadlineGroup g;
       g.configuration = key;
+      g.benchmarked = !row.configuration.empty();
       std::vector<std::string> header = {"implementation"};
       if (!row.configuration.empty()) {
         header.insert(header.end(), {"largest n", "GFLOP/s", "% of peak", "fitted exponent",
@@ -68,8 +80,8 @@ std::vector<HeadlineGroup> headline_groups(const Model& model) {
           for (const Series& s : model.series)
             if (s.config.label() == row.configuration) header.push_back("speed-up vs " + s.implementation);
         for (const Series& s : model.series)
-          if (s.config.label() == row.configuration && s.implementation == row.implementation) {
-            g.conditions = bench_conditions(model.runs[s.run], s.config.threads);
+          if (s.config.label() == row.configuration) {
+            g.conditions = config_conditions(model, s.config);
             break;
           }
       }
@@ -103,6 +115,10 @@ std::vector<HeadlineGroup> headline_groups(const Model& model) {
     }
     cells.push_back(row.verdict);
     g.table.push_back(cells);
+    if (row.configuration.empty())
+      for (const VerifyRun& v : model.verifies)
+        if (v.implementation == row.implementation)
+          g.conditions += (g.conditions.empty() ? "" : "; ") + v.implementation + ": " + verify_conditions(v);
   }
   return groups;
 }
@@ -214,16 +230,6 @@ std::vector<Counterexample> counterexamples(const VerifyRun& run) {
     out.push_back(std::move(c));
   }
   return out;
-}
-
-/// The conditions of every bench file that measured this configuration.
-std::string config_conditions(const Model& model, const Config& config) {
-  std::set<size_t> runs;
-  for (const Series& s : model.series)
-    if (s.config == config) runs.insert(s.run);
-  std::vector<std::string> lines;
-  for (size_t run : runs) lines.push_back(bench_conditions(model.runs[run], config.threads));
-  return fmt::format("{}", fmt::join(lines, "; "));
 }
 
 std::set<Config> configs(const Model& model) {
@@ -480,10 +486,12 @@ std::string render_markdown(const Model& model) {
   for (const HeadlineGroup& g : headline_groups(model)) {
     md += fmt::format("**{}**\n\n", g.configuration);
     md += md_table(g.table);
-    if (!g.conditions.empty())
+    if (g.benchmarked)
       md += fmt::format("\n_Conditions: {}. GFLOP/s and % of peak at the largest n; speed-up = peer time / own "
                         "time at the largest common n; exponent = least-squares slope of log time on log n._\n",
                         g.conditions);
+    else
+      md += fmt::format("\n_Conditions: {}._\n", g.conditions);
     md += "\n";
   }
   if (!model.failed_benchmarks.empty()) {
@@ -534,11 +542,13 @@ std::string render_html(const Model& model, const std::vector<Chart>& charts) {
        "</p>\n<h2>Headline</h2>\n";
   for (const HeadlineGroup& g : headline_groups(model)) {
     h += fmt::format("<h3>{}</h3>\n", html_escape(g.configuration)) + html_table(g.table);
-    if (!g.conditions.empty())
+    if (g.benchmarked)
       h += fmt::format("<p class=\"conditions\">Conditions: {}. GFLOP/s and % of peak at the largest n; speed-up = "
                        "peer time / own time at the largest common n; exponent = least-squares slope of log time "
                        "on log n.</p>\n",
                        html_escape(g.conditions));
+    else
+      h += fmt::format("<p class=\"conditions\">Conditions: {}.</p>\n", html_escape(g.conditions));
   }
   if (!model.failed_benchmarks.empty()) {
     h += "<p><strong>Benchmarks that reported an error (no time):</strong></p>\n<ul>\n";

@@ -247,3 +247,16 @@ TEST_CASE("the report may share its directory with its inputs; only its own file
   write_report(inputs, out.string());
   CHECK(std::filesystem::exists(out / "report.html"));
 }
+
+TEST_CASE("an implementation that was only verified gets a headline row with its verification conditions") {
+  ScratchDir dir;
+  ReportInputs inputs;
+  inputs.verify_files = {fixture("verify_fused.json")};
+  const ReportResult result = write_report(inputs, dir.sub("out"));
+  REQUIRE(result.headline.size() == 1);
+  CHECK(result.headline[0].configuration.empty());
+  const std::string md = read_text(result.markdown_path);
+  CHECK_THAT(md, Contains("**verified only (not benchmarked)**"));
+  CHECK_THAT(md, Contains("| fused | FAIL: 1 of 4 properties (row_sum) |\n\n_Conditions: fused: AMD EPYC 9R45 (fixture), "
+                          "1 core(s), g++ 12.2.0 -O3 -DNDEBUG, SIMD target AVX3_ZEN4, seed 12345"));
+}
