@@ -86,7 +86,7 @@ Case parse_case(const std::string& json_text, const std::string& source) {
   json root;
   try {
     root = json::parse(json_text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e310
     fail(source, fmt::format("malformed JSON: {}", e.what()));
   }
   if (!root.is_object()) fail(source, "a case must be a JSON object");

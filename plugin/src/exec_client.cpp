@@ -18,6 +18,7 @@
 #include <system_error>
 
 #include "abi.h"
+#include "exec_protocol.h"
 #include "attn_plugin.h"
 #include "attncheck/plugin.h"
 
@@ -33,16 +34,6 @@ using Kind = ImplementationFault::Kind;
 using json = nlohmann::json;
 
 constexpr size_t kMaxLine = 1 << 20;
-
-// Printable excerpt of what a child sent, for error messages.
-std::string excerpt(std::string_view text) {
-  std::string shown;
-  for (char c : text.substr(0, 80)) {
-    if (c >= 32 && c < 127) shown += c;
-    else shown += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
-  }
-  return text.size() > 80 ? shown + "..." : shown;
-}
 
 class ExecImplementation final : public Implementation {
  public:
@@ -97,13 +88,14 @@ class ExecImplementation final : public Implementation {
     if (p.mask)
       send_all(std::string_view(reinterpret_cast<const char*>(mask.allowed.data()), mask.allowed.size()));
 
-    const json reply = parse_line(read_line("the reply header"), "reply header");
-    if (!reply.is_object() || !reply.contains("id") || reply["id"] != id)
-      fail(Kind::protocol, fmt::format("reply header has no \"id\": {} (expected {})", excerpt(reply.dump()), id));
-    const std::string status = reply.value("status", "");
-    const std::string message = reply.contains("message") && reply["message"].is_string()
-                                    ? reply["message"].get<std::string>()
-                                    : std::string();
+    ReplyHeader reply;
+    try {
+      reply = decode_reply_header(read_line("the reply header"), id);
+    } catch (const ProtocolError& e) {
+      fail(Kind::protocol, e.what());
+    }
+    const std::string& status = reply.status;
+    const std::string& message = reply.message;
     if (status == "invalid")
       throw InvalidInput(fmt::format("exec {}: {}", name_, message.empty() ? "input rejected" : message));
     if (status == "unsupported")
@@ -111,9 +103,6 @@ class ExecImplementation final : public Implementation {
                                        "the problem needs ({})", message), /*keep_child=*/true);
     if (status == "error")
       throw std::runtime_error(fmt::format("{}: internal error: {}", context_, message));
-    if (status != "ok")
-      fail(Kind::protocol, fmt::format("reply status is \"{}\"; expected ok, invalid, unsupported "
-                                       "or error", excerpt(status)));
     // Read into scratch first: nothing reaches the caller's buffers from a failed call.
     std::string payload = read_bytes(out.size_bytes() + weights.size_bytes(), "the output payload");
     std::memcpy(out.data(), payload.data(), out.size_bytes());
@@ -155,42 +144,18 @@ class ExecImplementation final : public Implementation {
     deadline_ = Clock::now() + std::chrono::milliseconds(options_.startup_timeout_ms);
     timeout_used_ = options_.startup_timeout_ms;
 
-    const json hello = parse_line(read_line("the handshake line"), "handshake");
-    if (!hello.is_object()) fail(Kind::protocol, "the handshake is not a JSON object");
-    const auto field = [&](const char* key) -> const json& {
-      if (!hello.contains(key)) fail(Kind::protocol, fmt::format("the handshake has no \"{}\"", key));
-      return hello[key];
-    };
-    const json& version = field("abi_version");
-    if (!version.is_number_integer() || version.get<int64_t>() != ATTN_PLUGIN_ABI_VERSION)
-      fail(Kind::protocol, fmt::format("speaks protocol/ABI version {}, but this attncheck speaks "
-                                       "version {}", excerpt(version.dump()), ATTN_PLUGIN_ABI_VERSION));
-    const json& name = field("name");
-    if (!name.is_string() || name.get<std::string>().empty())
-      fail(Kind::protocol, "the handshake's \"name\" must be a non-empty string");
-    uint32_t features = 0;
-    const json& list = field("features");
-    if (!list.is_array()) fail(Kind::protocol, "the handshake's \"features\" must be an array of names");
-    for (const json& f : list) {
-      const auto& names = feature_names();
-      const auto it = f.is_string() ? std::find(names.begin(), names.end(), f.get<std::string>())
-                                    : names.end();
-      if (it == names.end())
-        fail(Kind::protocol, fmt::format("unknown feature {} in the handshake (known: {})",
-                                         excerpt(f.dump()), fmt::join(names, ", ")));
-      features |= 1u << (it - names.begin());
+    Handshake hello;
+    try {
+      hello = decode_handshake(read_line("the handshake line"));
+    } catch (const ProtocolError& e) {
+      fail(Kind::protocol, e.what());
     }
-    const json& precision = field("precision");
-    const int32_t code = precision.is_string() ? precision_from_name(precision.get<std::string>()) : -1;
-    if (code < 0)
-      fail(Kind::protocol, fmt::format("precision {} is not \"fp32\", \"bf16\" or \"fp16\"",
-                                       excerpt(precision.dump())));
     // A restarted child must describe the same implementation.
-    if (started_ && (name.get<std::string>() != name_ || features != features_))
+    if (started_ && (hello.name != name_ || hello.features != features_))
       fail(Kind::protocol, "a restarted child sent a different handshake");
-    name_ = name.get<std::string>();
-    features_ = features;
-    precision_ = precision_from_abi(code, "exec " + command_);
+    name_ = hello.name;
+    features_ = hello.features;
+    precision_ = precision_from_abi(hello.precision, "exec " + command_);
     started_ = true;
   }
 
@@ -309,13 +274,6 @@ class ExecImplementation final : public Implementation {
     std::string data = buffer_.substr(0, count);
     buffer_.erase(0, count);
     return data;
-  }
-
-  json parse_line(const std::string& line, const std::string& what) {
-    json parsed = json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (parsed.is_discarded())
-      fail(Kind::protocol, fmt::format("the {} is not JSON: \"{}\"", what, excerpt(line)));
-    return parsed;
   }
 
   std::string command_;
