@@ -178,8 +178,13 @@ HWY_INLINE void SoftmaxTile(DF d, float* HWY_RESTRICT s, float multiplier, float
     const VF scale = hn::Set(d, multiplier);
     VF sum = hn::Zero(d);
     for (size_t c = 0; c < vecs; ++c) {
-      // Masked scores are -inf; hn::Exp returns exactly 0 for them.
-      const VF p = hn::Exp(d, hn::MulSub(hn::Load(d, row + c * N), scale, shift));
+      // Masked scores are -inf; hn::Exp returns exactly 0 for them. The logit
+      // is rounded before the max is subtracted (not one fused multiply-
+      // subtract): m is the rounded max logit, so the max's argument is exactly
+      // 0 and no argument exceeds it. With a fused s·multiplier − m the max's
+      // argument is the product's rounding error, which for logits past 2^31
+      // exceeds ±88 and sends exp to inf (NaN rows) or to 0 (all-zero rows).
+      const VF p = hn::Exp(d, hn::Sub(hn::Mul(hn::Load(d, row + c * N), scale), shift));
       hn::Store(p, d, row + c * N);
       sum = hn::Add(sum, p);
     }

@@ -342,6 +342,26 @@ TEST_CASE("masked keys get weight exactly zero: huge masked values leave the out
                         &after[static_cast<size_t>((h * 70 + i) * 16)], 16 * sizeof(float)) == 0);
 }
 
+TEST_CASE("logits near 1e9 give a one-hot row, not NaN (the rounded running max is not exceeded)") {
+  // The property suite found NaN rows here: the fused s·multiplier − m at the
+  // row's max is the product's rounding error, up to 128 for logits above 2^31,
+  // and exp(128) overflows. Every row must be one-hot on key 0 with value 1.
+  Problem p;
+  p.shape = {1, 1, 64, 2, 1, 1};
+  p.temperature = 0.0018155156627731352;
+  p.scale = 3.0;
+  Inputs in;
+  in.q.resize(64);
+  for (int64_t i = 0; i < 64; ++i) in.q[static_cast<size_t>(i)] = 1.5e6f + 997.0f * static_cast<float>(i);
+  in.k = {1.0f, 0.0f};
+  in.v = {1.0f, -1.0f};
+  const auto out = run_fused(p, in);
+  for (int64_t i = 0; i < 64; ++i) {
+    INFO("query row " << i << ", logit " << in.q[static_cast<size_t>(i)] * 3.0 / p.temperature);
+    CHECK(out[static_cast<size_t>(i)] == 1.0f);
+  }
+}
+
 TEST_CASE("every available SIMD target can be forced and reports itself active and is accurate") {
   const auto targets = attncheck::available_targets();
   REQUIRE(!targets.empty());
