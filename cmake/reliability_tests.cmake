@@ -1,0 +1,21 @@
+# Tests of hostile inputs, determinism and silent success (issue: reliability),
+# kept beside what they test and registered here so that the owners'
+# CMakeLists stay as they are.
+if(NOT BUILD_TESTING)
+  return()
+endif()
+set(src ${PROJECT_SOURCE_DIR})
+
+attncheck_add_test(core_hostile_tests SOURCES ${src}/core/tests/hostile_case_test.cpp LIBS attncheck::core)
+
+# Plugins whose attn_plugin description is broken: 1 name NULL, 2 name "",
+# 3 forward NULL, 4 unknown feature bits.
+foreach(which 1 2 3 4)
+  attn_add_c_plugin(attn_broken_info_${which}_plugin SOURCE ${src}/plugin/tests/hostile_info_plugin.c
+                    DEFINITIONS BROKEN=${which})
+endforeach()
+attncheck_add_test(plugin_hostile_tests SOURCES ${src}/plugin/tests/hostile_plugin_test.cpp LIBS attncheck::plugin)
+target_include_directories(plugin_hostile_tests PRIVATE ${src}/plugin/src)
+target_compile_definitions(plugin_hostile_tests PRIVATE ATTNCHECK_PLUGIN_DIR="${CMAKE_BINARY_DIR}/plugins")
+add_dependencies(plugin_hostile_tests attn_broken_info_1_plugin attn_broken_info_2_plugin
+                 attn_broken_info_3_plugin attn_broken_info_4_plugin)
