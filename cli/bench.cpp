@@ -6,6 +6,7 @@
 #include <string>
 
 #include "attncheck/bench.h"
+#include "budget.h"
 #include "commands.h"
 
 namespace attncheck::cli {
@@ -25,6 +26,7 @@ struct BenchArguments {
   std::string min_time = "0.5";
   std::string json;
   bool interleave = false;
+  std::string max_bytes = kDefaultMaxBytes;
 };
 
 int64_t parse_positive(const std::string& text, const std::string& option) {
@@ -84,6 +86,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--json", args->json, "Write Google Benchmark's JSON to this file");
   cmd->add_flag("--interleave", args->interleave,
                 "Run all repetitions in random interleaved order (fairer on a shared machine)");
+  cmd->add_option("--max-bytes", args->max_bytes, "Refuse sizes whose buffers would need more memory (K, M, G, T)")->capture_default_str();
   cmd->callback([args] {
     BenchOptions options;
     if (!args->impls.empty()) options.impls = args->impls;
@@ -97,6 +100,8 @@ void add_bench_command(CLI::App& app) {
     options.min_time = parse_seconds(args->min_time, "--min-time");
     options.json_path = args->json;
     options.interleave = args->interleave;
+    const int64_t max_bytes = parse_byte_count(args->max_bytes);  // peers hold an n×n float score matrix
+    for (int64_t n : options.n) for (int64_t d : options.d) check_memory_budget({options.batch, options.heads, n, n, d, d}, false, 4.0, max_bytes, "bench --n " + std::to_string(n));
     run_benchmarks(options);
   });
 }

@@ -10,6 +10,7 @@
 #include "attncheck/golden.h"
 #include "attncheck/registry.h"
 #include "attncheck/verify.h"
+#include "budget.h"
 #include "commands.h"
 
 namespace attncheck::cli {
@@ -20,6 +21,7 @@ namespace {
 struct ExplainArgs {
   std::string case_name, input, digits = "6", temperature, causal, batch = "0", head = "0";
   std::string impl;  // when set, its output is shown beside the reference's
+  std::string max_bytes = kDefaultMaxBytes;
 };
 
 template <class T>
@@ -41,6 +43,7 @@ void run_explain(const ExplainArgs& a) {
   o.batch = parse_number<int64_t>(a.batch, "--batch");
   o.head = parse_number<int64_t>(a.head, "--head");
   precision_for_digits(o.digits);  // rejects a bad --digits before any file is read
+  const int64_t max_bytes = parse_byte_count(a.max_bytes);
 
   Case c = a.input.empty() ? builtin_case(a.case_name) : read_case_file(a.input);
   if (!a.temperature.empty()) {
@@ -50,6 +53,7 @@ void run_explain(const ExplainArgs& a) {
     c.problem.temperature = tau;
   }
   if (!a.causal.empty()) c.problem.causal = parse_causal(a.causal, "--causal");
+  check_memory_budget(c.problem.shape, true, kReferenceScoreBytes, max_bytes, "explain: the case");
   const std::string title =
       a.input.empty() ? fmt::format("case {}", a.case_name) : fmt::format("case file {}", a.input);
   auto implementation = a.impl.empty() ? nullptr : make_implementation(a.impl);
@@ -78,6 +82,7 @@ void add_explain_command(CLI::App& app) {
   cmd->add_option("--batch", args->batch, "Batch index of the slice shown")->capture_default_str();
   cmd->add_option("--head", args->head, "Head index of the slice shown")->capture_default_str();
   cmd->add_option("--impl", args->impl, "Also run this implementation and show its output beside the reference's");
+  cmd->add_option("--max-bytes", args->max_bytes, "Refuse cases whose tables would need more memory (K, M, G, T)")->capture_default_str();
   cmd->callback([args] { run_explain(*args); });
 }
 

@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return app.exit(e) == 0 ? 0 : 2;  // --help and --version exit 0; every usage error exits 2
   } catch (const attncheck::InvalidInput& e) {
     fmt::print(stderr, "attncheck: error: {}\n", e.what());
     return 2;

@@ -11,6 +11,7 @@
 #include "attncheck/plugin.h"
 #include "attncheck/registry.h"
 #include "attncheck/verify.h"
+#include "budget.h"
 #include "commands.h"
 
 namespace attncheck::cli {
@@ -25,6 +26,7 @@ struct VerifyArgs {
   std::string json, junit, replay, failures_dir = "attncheck-failures";
   bool mutants = false, list = false;
   int threads = 1;
+  std::string max_bytes = kDefaultMaxBytes;
 };
 
 std::string ratio_text(const PropertyResult& r) {
@@ -79,6 +81,8 @@ void run(const VerifyArgs& a) {
     return;
   }
   check_args(a);
+  const int64_t max_bytes = parse_byte_count(a.max_bytes);  // generated cases: batch, heads <= 3, d <= 64
+  check_memory_budget({3, 3, a.max_n, a.max_n, 64, 64}, true, kReferenceScoreBytes, max_bytes, "verify --max-n");
   VerifyOptions options;
   options.seed = a.seed ? *a.seed : std::random_device{}();
   options.cases = a.cases;
@@ -119,6 +123,7 @@ void run(const VerifyArgs& a) {
     report.capabilities = impl->capabilities();
     if (!a.replay.empty()) {
       const Case c = read_case_file(a.replay);
+      check_memory_budget(c.problem.shape, true, kReferenceScoreBytes, max_bytes, "verify --replay: the case");
       fmt::print("replaying {} ({}) against {}\n", a.replay, canonical_name(c.problem), impl->name());
       print_header();
       report.properties = replay_case(*impl, c, options);
@@ -166,6 +171,7 @@ void add_verify_command(CLI::App& app) {
   cmd->add_option("--failures-dir", args->failures_dir, "where shrunk failing cases are written")
       ->capture_default_str();
   cmd->add_flag("--list", args->list, "list implementations and properties");
+  cmd->add_option("--max-bytes", args->max_bytes, "refuse sizes whose buffers would need more memory (K, M, G, T)")->capture_default_str();
   cmd->callback([args] { run(*args); });
 }
 

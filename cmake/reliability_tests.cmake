@@ -19,3 +19,7 @@ target_include_directories(plugin_hostile_tests PRIVATE ${src}/plugin/src)
 target_compile_definitions(plugin_hostile_tests PRIVATE ATTNCHECK_PLUGIN_DIR="${CMAKE_BINARY_DIR}/plugins")
 add_dependencies(plugin_hostile_tests attn_broken_info_1_plugin attn_broken_info_2_plugin
                  attn_broken_info_3_plugin attn_broken_info_4_plugin)
+
+attncheck_add_test(cli_hostile_tests SOURCES ${src}/cli/tests/hostile_cli_test.cpp LIBS attncheck::core)
+target_compile_definitions(cli_hostile_tests PRIVATE ATTNCHECK_CLI="$<TARGET_FILE:attncheck_cli>")
+add_dependencies(cli_hostile_tests attncheck_cli)
