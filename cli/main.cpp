@@ -23,7 +23,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;  // --help and --version exit 0; every usage error exits 2
+    const int code = app.exit(e);
+    return code >= 100 ? 2 : code;  // CLI11 usage errors (codes 100-127) exit 2 like every bad input
   } catch (const attncheck::InvalidInput& e) {
     fmt::print(stderr, "attncheck: error: {}\n", e.what());
     return 2;

@@ -23,3 +23,8 @@ add_dependencies(plugin_hostile_tests attn_broken_info_1_plugin attn_broken_info
 attncheck_add_test(cli_hostile_tests SOURCES ${src}/cli/tests/hostile_cli_test.cpp LIBS attncheck::core)
 target_compile_definitions(cli_hostile_tests PRIVATE ATTNCHECK_CLI="$<TARGET_FILE:attncheck_cli>")
 add_dependencies(cli_hostile_tests attncheck_cli)
+
+attncheck_add_test(determinism_tests SOURCES ${src}/properties/tests/determinism_test.cpp
+                   LIBS attncheck::properties attncheck::impl nlohmann_json::nlohmann_json)
+target_compile_definitions(determinism_tests PRIVATE ATTNCHECK_CLI="$<TARGET_FILE:attncheck_cli>")
+add_dependencies(determinism_tests attncheck_cli)
