@@ -28,3 +28,6 @@ attncheck_add_test(determinism_tests SOURCES ${src}/properties/tests/determinism
                    LIBS attncheck::properties attncheck::impl nlohmann_json::nlohmann_json)
 target_compile_definitions(determinism_tests PRIVATE ATTNCHECK_CLI="$<TARGET_FILE:attncheck_cli>")
 add_dependencies(determinism_tests attncheck_cli)
+
+attncheck_add_test(silent_success_tests SOURCES ${src}/properties/tests/silent_success_test.cpp
+                   LIBS attncheck::properties)

@@ -195,10 +195,13 @@ std::string summary_line(const VerifyReport& report) {
   const int failed = static_cast<int>(report.properties.size()) - passed - skipped;
   std::string line = fmt::format("{} passed, {} failed", passed, failed);
   if (skipped) line += fmt::format(", {} skipped", skipped);
+  if (passed == 0 && failed == 0 && report.mutants.empty()) line += "; nothing was checked, which is not a pass";
   return line;
 }
 
 bool all_passed(const VerifyReport& report) {
+  // A run in which no property passed (all skipped, or none selected) checked nothing.
+  if (report.mutants.empty() && count(report, Status::passed) == 0) return false;
   for (const auto& p : report.properties)
     if (p.status != Status::passed && p.status != Status::skipped) return false;
   for (const auto& m : report.mutants)
