@@ -1,13 +1,32 @@
-// attncheck run: for now, explain worked example 2 and check the reference
-// against every golden case of the chapter.
+// attncheck run: the main job. Checks the reference against the chapter's
+// golden cases, verifies the fused path (and any --impl), benchmarks it against
+// its peers, and writes the report (report.json, report.md, report.html).
 #include <fmt/format.h>
+#include <unistd.h>
 
-#include "attncheck/explain.h"
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "attncheck/bench.h"
 #include "attncheck/golden.h"
+#include "attncheck/registry.h"
+#include "attncheck/report.h"
+#include "attncheck/verify.h"
 #include "commands.h"
 
 namespace attncheck::cli {
 namespace {
+
+struct RunArgs {
+  bool quick = false;
+  std::vector<std::string> impls;  ///< extra implementations, verified and benchmarked too
+  std::string out_dir = "attncheck-report";
+  std::optional<uint64_t> seed;
+};
+
+using Clock = std::chrono::steady_clock;
 
 // One line per golden case; returns the number that failed.
 int print_golden_check() {
@@ -26,17 +45,117 @@ int print_golden_check() {
   return failed;
 }
 
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  if (!out) throw std::runtime_error(fmt::format("cannot write '{}'", path));
+}
+
+// Verifies one implementation and writes its verify JSON; returns whether all passed.
+bool verify_one(const std::string& spec, const VerifyOptions& base, const std::string& json_path,
+                Clock::time_point start) {
+  auto impl = make_implementation(spec);
+  VerifyReport report;
+  report.implementation = impl->name();
+  report.precision = impl->precision();
+  report.capabilities = impl->capabilities();
+  report.options = base;
+  const auto& properties = all_properties();
+  fmt::print("\nverifying {} ({}): {} properties, {} cases each, seed {}\n", impl->name(),
+             to_string(impl->precision()), properties.size(), base.cases, base.seed);
+  for (size_t i = 0; i < properties.size(); ++i) {
+    PropertyResult r = run_property(*impl, properties[i], base);
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    fmt::print("  [{:>2}/{}] {:<28} {:<9} {:>5} cases  error/bound {:<9} ({:.0f} s elapsed)\n", i + 1,
+               properties.size(), r.name, to_string(r.status), r.cases,
+               r.worst_ratio ? fmt::format("{:.3g}", *r.worst_ratio) : "-", elapsed);
+    if (r.status != Status::passed && r.status != Status::skipped)
+      fmt::print("         {}\n         case file: {}\n", r.message, r.case_file);
+    std::fflush(stdout);
+    report.properties.push_back(std::move(r));
+  }
+  report.error_vs_n = error_versus_n(*impl, {16, 64, 256});
+  fmt::print("  {}\n", summary_line(report));
+  write_text(json_path, verify_json(report));
+  return all_passed(report);
+}
+
+std::string file_safe(std::string name) {
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
+  return name;
+}
+
+void run_main_job(const RunArgs& args) {
+  const auto start = Clock::now();
+  const std::filesystem::path out(args.out_dir);
+  const std::filesystem::path work = out / "data";
+  std::filesystem::create_directories(work);
+
+  fmt::print("== 1/4 golden cases of the chapter ==\n");
+  const int golden_failed = print_golden_check();
+
+  fmt::print("\n== 2/4 verification ==\n");
+  VerifyOptions verify;
+  verify.seed = args.seed ? *args.seed : std::random_device{}();
+  verify.cases = args.quick ? 20 : 100;
+  verify.failures_dir = (out / "failures").string();
+  std::vector<std::string> impls{"fused"};
+  impls.insert(impls.end(), args.impls.begin(), args.impls.end());
+  ReportInputs report_inputs;
+  bool verified = true;
+  for (const std::string& spec : impls) {
+    const std::string json = (work / fmt::format("verify-{}.json", file_safe(spec))).string();
+    verified = verify_one(spec, verify, json, start) && verified;
+    report_inputs.verify_files.push_back(json);
+  }
+
+  fmt::print("\n== 3/4 benchmarks ==\n");
+  BenchOptions bench;
+  bench.impls = {"fused", "naive-openblas", "naive-eigen", "reference-double"};
+  bench.impls.insert(bench.impls.end(), args.impls.begin(), args.impls.end());
+  bench.masks = {"none", "causal"};
+  if (args.quick) {
+    bench.n = {64, 128, 256, 512, 1024};
+    bench.repetitions = 1;
+    bench.min_time = 0.05;
+  } else {
+    bench.n = {64, 128, 256, 512, 1024, 2048, 4096};
+    bench.repetitions = 3;
+    bench.min_time = 0.2;
+  }
+  bench.json_path = (work / "bench.json").string();
+  bench.progress = true;
+  run_benchmarks(bench);
+  report_inputs.bench_files.push_back(bench.json_path);
+
+  fmt::print("\n== 4/4 report ==\n");
+  const ReportResult result = write_report(report_inputs, out.string());
+  fmt::print("{}\n", format_headline(result.headline));
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  fmt::print("report: {}\n        {}\n        {}\n", result.html_path, result.markdown_path,
+             result.json_path);
+  fmt::print("finished in {:.0f} s\n", elapsed);
+
+  if (golden_failed > 0)
+    throw CLI::RuntimeError(fmt::format("{} golden case(s) failed", golden_failed), 1);
+  if (!verified) throw CLI::RuntimeError("verification failed (see the report)", 1);
+}
+
 }  // namespace
 
 void add_run_command(CLI::App& app) {
+  auto args = std::make_shared<RunArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "run", "Explain the chapter's worked example 2, then check the reference's golden cases");
-  cmd->callback([] {
-    fmt::print("{}\n\n", explain(builtin_case("seed-2"), {}, "Worked example 2 (case seed-2)"));
-    const int failed = print_golden_check();
-    if (failed > 0)
-      throw CLI::RuntimeError(fmt::format("{} golden case(s) failed", failed), 1);
-  });
+      "run",
+      "The main job: golden cases, verify the fused path, benchmark it against its peers, "
+      "write the report");
+  cmd->add_flag("--quick", args->quick, "reduced run (fewer cases, n up to 1024, one repetition)");
+  cmd->add_option("--impl", args->impls,
+                  "another implementation to verify and benchmark beside fused (repeatable)");
+  cmd->add_option("-o,--output", args->out_dir, "report directory")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "verification seed (default: a fresh one, printed)");
+  cmd->callback([args] { run_main_job(*args); });
 }
 
 }  // namespace attncheck::cli

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <set>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -65,10 +67,20 @@ class CanonicalNames : public Reporter {
     for (auto& run : renamed) {
       canonicalise(run.run_name);
       if (run.error_occurred) failures.push_back(run.benchmark_name() + ": " + run.error_message);
+      if (progress_total > 0 && run.run_type == benchmark::BenchmarkReporter::Run::RT_Iteration)
+        finished.insert(run.run_name.str());
     }
     Reporter::ReportRuns(renamed);
+    if (progress_total > 0 && !renamed.empty() &&
+        renamed.front().run_type == benchmark::BenchmarkReporter::Run::RT_Iteration) {
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      fmt::print(stderr, "  [{}/{} benchmarks, {:.0f} s elapsed]\n", finished.size(), progress_total, elapsed);
+    }
   }
   std::vector<std::string> failures;
+  size_t progress_total = 0;  ///< benchmarks to run; 0: no progress lines
+  std::set<std::string> finished;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 };
 
 // The part of a benchmark name after n: "d:<d>/mask:<m>/threads:<t>".
@@ -269,6 +281,7 @@ size_t run_benchmarks(const BenchOptions& options) {
   std::fflush(stdout);
 
   benchmark::ClearRegisteredBenchmarks();
+  size_t total = 0;
   for (const auto& impl : impls) {
     std::vector<int64_t> sizes, skipped;
     for (int64_t n : options.n) (impl.max_n == 0 || n <= impl.max_n ? sizes : skipped).push_back(n);
@@ -280,6 +293,7 @@ size_t run_benchmarks(const BenchOptions& options) {
       for (const auto& mask : options.masks)
         for (int64_t threads : options.threads)
           register_family(impl, options, sizes, d, mask, threads, peak_gflops);
+    total += sizes.size() * options.d.size() * options.masks.size() * options.threads.size();
   }
 
   std::vector<std::string> args = {
@@ -303,6 +317,7 @@ size_t run_benchmarks(const BenchOptions& options) {
 
   CanonicalNames<benchmark::ConsoleReporter> console(benchmark::ConsoleReporter::OO_Tabular);
   CanonicalNames<benchmark::JSONReporter> json;
+  if (options.progress) console.progress_total = total;
   const size_t count = options.json_path.empty()
                            ? benchmark::RunSpecifiedBenchmarks(&console)
                            : benchmark::RunSpecifiedBenchmarks(&console, &json);

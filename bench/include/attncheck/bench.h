@@ -50,6 +50,8 @@ struct BenchOptions {
   /// Runs the repetitions of all benchmarks in random interleaved order, so
   /// that changing load on a shared machine spreads over every benchmark.
   bool interleave = false;
+  /// Prints "[k/N benchmarks, t s elapsed]" to stderr as each benchmark finishes.
+  bool progress = false;
 };
 
 /// Parses a comma-separated list of positive integers ("64,128"); throws
