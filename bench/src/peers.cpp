@@ -19,7 +19,7 @@ constexpr float neg_inf = -std::numeric_limits<float>::infinity();
 
 void validate_pointers(const Problem& p, const float* q, const float* k, const float* v) {
   const Shape& s = p.shape;
-  validate_problem(p);
+  validate_problem(p);  // first, so that the sizes below cannot overflow
   validate(p, std::span<const float>(q, static_cast<size_t>(s.q_size())),
            std::span<const float>(k, static_cast<size_t>(s.k_size())),
            std::span<const float>(v, static_cast<size_t>(s.v_size())));
