@@ -19,6 +19,7 @@
 #include "attncheck/bench.h"
 #include "attncheck/peak.h"
 #include "attncheck/peers.h"
+#include "attncheck/registry.h"
 
 namespace attncheck {
 namespace {
@@ -51,7 +52,8 @@ std::string cpu_model() {
 // aggregates over n (BigO, RMS) have no args and keep the family name.
 void canonicalise(benchmark::BenchmarkName& name) {
   name.time_type.clear();
-  const auto slash = name.function_name.find('/');
+  // From the right: an implementation name may hold slashes (plugin:/path/lib.so).
+  const auto slash = name.function_name.rfind("/d:");
   if (slash == std::string::npos || name.args.empty()) return;
   name.args += name.function_name.substr(slash);
   name.function_name.resize(slash);
@@ -171,8 +173,20 @@ BenchImplementation find_bench_implementation(const std::string& name) {
             },
             512};
   }
-  fail(fmt::format("option --impl: unknown implementation '{}'; known: {}", name,
-                   fmt::join(bench_implementation_names(), ", ")));
+  if (name.rfind("plugin:", 0) == 0 || name.rfind("exec:", 0) == 0) {
+    // Out-of-process implementations, through the registry; each call's time
+    // includes the isolation (a fork per plugin call, a pipe round trip for exec:).
+    std::shared_ptr<Implementation> impl = make_implementation(name);
+    return {name, [impl](const Problem& p, const float* q, const float* k, const float* v,
+                         float* out, int threads) {
+              const Shape& s = p.shape;
+              const auto size = [](int64_t n) { return static_cast<size_t>(n); };
+              impl->forward(p, {q, size(s.q_size())}, {k, size(s.k_size())},
+                            {v, size(s.v_size())}, {out, size(s.out_size())}, {}, threads);
+            }};
+  }
+  fail(fmt::format("option --impl: unknown implementation '{}'; known: {}, plugin:PATH, exec:COMMAND",
+                   name, fmt::join(bench_implementation_names(), ", ")));
 }
 
 std::vector<std::string> bench_implementation_names() {

@@ -127,3 +127,20 @@ TEST_CASE("attncheck bench rejects bad options naming the option, exit 2, nothin
   CHECK(unwritable.err.find("--json") != std::string::npos);
   fs::remove_all(scratch_dir());
 }
+
+TEST_CASE("attncheck bench measures a plugin, keeping the slashes of its path in the names", "[cli]") {
+  const fs::path json_path = scratch_dir() / "plugin.json";
+  fs::remove(json_path);
+  const std::string plugin = std::string(ATTNCHECK_EXAMPLE_PLUGIN);
+  const Outcome outcome = run_cli("--impl plugin:" + plugin + " --n 16,32 --d 8 --repetitions 1 "
+                                  "--min-time 0.01 --json " + json_path.string());
+  INFO(outcome.err);
+  REQUIRE(outcome.status == 0);
+  std::ifstream in(json_path);
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  std::set<std::string> names;
+  for (const auto& b : doc.at("benchmarks")) names.insert(b.at("name").get<std::string>());
+  CHECK(names.count("plugin:" + plugin + "/n:16/d:8/mask:none/threads:1") == 1);
+  CHECK(names.count("plugin:" + plugin + "/n:32/d:8/mask:none/threads:1") == 1);
+  CHECK(names.count("plugin:" + plugin + "/d:8/mask:none/threads:1_BigO") == 1);
+}
