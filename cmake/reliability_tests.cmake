@@ -31,3 +31,27 @@ add_dependencies(determinism_tests attncheck_cli)
 
 attncheck_add_test(silent_success_tests SOURCES ${src}/properties/tests/silent_success_test.cpp
                    LIBS attncheck::properties)
+
+# Left out of the sanitizer run (label no_sanitize, ./attncheck test --sanitize):
+# the consumer project is built by CTest without the sanitizer flags, so it
+# cannot link the sanitized static libraries; the normal run covers it.
+if(ATTNCHECK_SANITIZE AND TEST consumer:build)
+  set_tests_properties(consumer:install consumer:configure consumer:build consumer:test
+                       PROPERTIES LABELS no_sanitize)
+endif()
+
+# The hostile test plugins misbehave on purpose (a store through NULL, writes
+# past their output) to check that the loader reports it. Like real third-party
+# code they are not instrumented, so UBSan does not stop them before the fault
+# the loader must see.
+if(ATTNCHECK_SANITIZE)
+  foreach(t attn_segfault_plugin attn_hang_plugin attn_write_past_output_plugin attn_write_input_plugin
+            attn_unwritten_output_plugin attn_wrong_abi_plugin attn_write_before_output_plugin
+            attn_init_crash_plugin)
+    if(TARGET ${t})
+      get_target_property(options ${t} COMPILE_OPTIONS)
+      list(REMOVE_ITEM options ${attncheck_sanitize_flags})
+      set_target_properties(${t} PROPERTIES COMPILE_OPTIONS "${options}")
+    endif()
+  endforeach()
+endif()
