@@ -120,8 +120,14 @@ Case parse_case(const std::string& json_text, const std::string& source) {
     if (root.contains("empty_rows"))
       c.problem.empty_rows =
           parse_empty_row_policy(root.at("empty_rows").get<std::string>(), source + ": empty_rows");
-    if (root.contains("key_lengths") && !root.at("key_lengths").is_null())
-      c.problem.key_lengths = root.at("key_lengths").get<std::vector<int64_t>>();
+    if (root.contains("key_lengths") && !root.at("key_lengths").is_null()) {
+      // Checked element by element: converting a non-integral number to int64 is undefined.
+      const json& lengths = root.at("key_lengths");
+      if (!lengths.is_array()) fail(source, "field 'key_lengths' must be an array of integers or null");
+      for (const json& e : lengths)
+        if (!e.is_number_integer()) fail(source, fmt::format("key_lengths: '{}' is not an integer", e.dump()));
+      c.problem.key_lengths = lengths.get<std::vector<int64_t>>();
+    }
     if (root.contains("mask") && !root.at("mask").is_null()) {
       const json& m = root.at("mask");
       if (!m.is_object()) fail(source, "field 'mask' must be an object {batch, heads, allowed}");
