@@ -55,3 +55,6 @@ if(ATTNCHECK_SANITIZE)
     endif()
   endforeach()
 endif()
+
+attncheck_add_test(hostile_api_tests SOURCES ${src}/properties/tests/hostile_api_test.cpp
+                   LIBS attncheck::properties attncheck::impl attncheck::reference attncheck::peers)
