@@ -60,10 +60,11 @@ class NaiveEigenImplementation : public Implementation {
 };
 #endif
 
-template <class T>
-class ReferenceImplementation : public Implementation {
+// An in-process implementation that also returns the weights: name, precision
+// and capabilities are the same for the reference and the naive ones.
+class WeightsImplementation : public Implementation {
  public:
-  ReferenceImplementation(std::string name, Precision precision)
+  WeightsImplementation(std::string name, Precision precision)
       : name_(std::move(name)), precision_(precision) {}
   std::string name() const override { return name_; }
   Capabilities capabilities() const override {
@@ -72,6 +73,16 @@ class ReferenceImplementation : public Implementation {
     return c;
   }
   Precision precision() const override { return precision_; }
+
+ private:
+  std::string name_;
+  Precision precision_;
+};
+
+template <class T>
+class ReferenceImplementation : public WeightsImplementation {
+ public:
+  using WeightsImplementation::WeightsImplementation;
   void forward(const Problem& p, std::span<const float> q, std::span<const float> k,
                std::span<const float> v, std::span<float> out, std::span<float> weights,
                int) override {
@@ -82,24 +93,13 @@ class ReferenceImplementation : public Implementation {
     for (size_t i = 0; i < o.size(); ++i) out[i] = static_cast<float>(o[i]);
     for (size_t i = 0; i < w.size(); ++i) weights[i] = static_cast<float>(w[i]);
   }
-
- private:
-  std::string name_;
-  Precision precision_;
 };
 
 template <class T>
-class NaiveImplementation : public Implementation {
+class NaiveImplementation : public WeightsImplementation {
  public:
   NaiveImplementation(std::string name, Precision precision, Flaw flaw)
-      : name_(std::move(name)), precision_(precision), flaw_(flaw) {}
-  std::string name() const override { return name_; }
-  Capabilities capabilities() const override {
-    Capabilities c;
-    c.weights = true;
-    return c;
-  }
-  Precision precision() const override { return precision_; }
+      : WeightsImplementation(std::move(name), precision), flaw_(flaw) {}
   void forward(const Problem& p, std::span<const float> q, std::span<const float> k,
                std::span<const float> v, std::span<float> out, std::span<float> weights,
                int) override {
@@ -107,8 +107,6 @@ class NaiveImplementation : public Implementation {
   }
 
  private:
-  std::string name_;
-  Precision precision_;
   Flaw flaw_;
 };
 
