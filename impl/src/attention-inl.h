@@ -19,6 +19,10 @@
 // Nothing of size n_q × n_k exists: the extra memory is the packed Kᵀ (and V
 // when d_v needs padding) of one group of slices, shared by the threads, plus
 // O(kChunkRows · d) per thread.
+// Out of fp32 range (DESIGN.md, "Range"): a row whose running max becomes +inf,
+// whose sum or output is not finite, whose every readable logit is -inf, or
+// which has a readable dot product that overflowed (looked for only where
+// max|q|·max|k|·d_k says one can) is recomputed in long double (exact_row).
 
 #if defined(ATTNCHECK_IMPL_ATTENTION_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef ATTNCHECK_IMPL_ATTENTION_INL_H_
@@ -62,6 +66,14 @@ static_assert((kTileRows * sizeof(float)) % HWY_MAX_BYTES == 0,
               "the softmax handles a tile's rows in whole vectors");
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// max |x| over count floats, count a multiple of the lanes.
+HWY_INLINE float MaxAbs(DF d, const float* HWY_RESTRICT x, size_t count) {
+  VF m = hn::Zero(d);
+  for (size_t i = 0; i < count; i += hn::Lanes(d)) m = hn::Max(m, hn::Abs(hn::LoadU(d, x + i)));
+  return hn::GetLane(hn::MaxOfLanes(d, m));
+}
 
 // s[r][0 .. kVecs·N) = Σ_x q[r][x] · kt[x][0 .. kVecs·N) for kGroupRows rows.
 // q has row stride dk; kt and s have row stride kPanelKeys.
@@ -259,8 +271,13 @@ struct Layout {
     nk = static_cast<size_t>(sh.n_k);
     dvp = hwy::DivCeil(dv, hn::Lanes(d)) * hn::Lanes(d);
     panels = hwy::DivCeil(nk, kPanelKeys);
+    // Every partial sum of an fp32 dot product is at most Σ|q_x k_x|·(1+u)^(d_k+2)
+    // <= d_k·max|q|·max|k|·e^((d_k+2)·u); below this bound (with u doubled) none overflows.
+    overflow_free = static_cast<double>(std::numeric_limits<float>::max()) /
+                    std::exp(static_cast<double>(dk + 2) * 0x1p-23) / static_cast<double>(dk);
   }
   size_t dk = 0, dv = 0, dvp = 0, nq = 0, nk = 0, panels = 0;
+  double overflow_free = 0.0;  ///< max|q|·max|k| below which no fp32 dot product overflows
 };
 
 // Kᵀ of a group of consecutive slices in panels [d_k][kPanelKeys] (keys past
@@ -272,6 +289,7 @@ class PackedGroup {
   PackedGroup(const KernelArgs& a, const Layout& lay, int64_t slices)
       : a_(a), lay_(lay), kt_size_(lay.panels * kPanelKeys * lay.dk) {
     kt_ = Allocate<float>(static_cast<size_t>(slices) * kt_size_);
+    kmax_ = Allocate<float>(static_cast<size_t>(slices) * lay.panels);
     if (lay.dvp != lay.dv) {
       v_size_ = lay.panels * kPanelKeys * lay.dvp;
       vpad_ = Allocate<float>(static_cast<size_t>(slices) * v_size_);
@@ -289,6 +307,7 @@ class PackedGroup {
       const size_t key = pi * kPanelKeys + j;
       for (size_t x = 0; x < dk; ++x) panel[x * kPanelKeys + j] = key < nk ? k[key * dk + x] : 0.0f;
     }
+    kmax_[Offset(slice) * lay_.panels + pi] = MaxAbs(DF(), panel, dk * kPanelKeys);
     if (!vpad_) return;
     const float* v = a_.v + static_cast<size_t>(slice) * nk * dv;
     float* vp = vpad_.get() + Offset(slice) * v_size_;
@@ -297,6 +316,8 @@ class PackedGroup {
   }
 
   const float* Kt(int64_t slice) const { return kt_.get() + Offset(slice) * kt_size_; }
+  /// max |k| over the keys of panel pi.
+  float KMax(int64_t slice, size_t pi) const { return kmax_[Offset(slice) * lay_.panels + pi]; }
   const float* V(int64_t slice) const {
     if (vpad_) return vpad_.get() + Offset(slice) * v_size_;
     return a_.v + static_cast<size_t>(slice) * lay_.nk * lay_.dv;
@@ -311,7 +332,7 @@ class PackedGroup {
   const Layout& lay_;
   size_t kt_size_ = 0, v_size_ = 0;
   int64_t first_ = 0;
-  hwy::AlignedFreeUniquePtr<float[]> kt_, vpad_;
+  hwy::AlignedFreeUniquePtr<float[]> kt_, vpad_, kmax_;
 };
 
 // One worker's buffers for a chunk of query rows, allocated before the
@@ -326,6 +347,9 @@ class Worker {
     l_ = Allocate<float>(kChunk);
     alpha_ = Allocate<float>(kChunk);
     limits_ = Allocate<int64_t>(kChunk);
+    tile_qmax_ = Allocate<float>(kChunk / kTileRows);
+    exact_ = Allocate<uint8_t>(kChunk);
+    exact_acc_.resize(lay.dv);
   }
 
   void ProcessChunk(int64_t slice, int64_t chunk, const PackedGroup& packed) {
@@ -348,7 +372,10 @@ class Worker {
       limits_[r] = r < rows ? key_limit(p_, b, static_cast<int64_t>(r0 + r)) : 0;
       m_[r] = kNegInf;
       l_[r] = 0.0f;
+      exact_[r] = 0;
     }
+    for (size_t t = 0; t < tiles; ++t)
+      tile_qmax_[t] = MaxAbs(d_, q_.get() + t * kTileRows * dk, kTileRows * dk);
     std::fill(o_.get(), o_.get() + tiles * kTileRows * dvp, 0.0f);
 
     const uint8_t* mask = nullptr;
@@ -372,6 +399,8 @@ class Worker {
         const int64_t hi = *std::max_element(lim, lim + trows);
         if (j0 >= hi) continue;  // causal or padded: no row of the tile reads this panel
         ScoreTile(d_, q_.get() + tr0 * dk, dk, panel, s_.get());
+        if (static_cast<double>(tile_qmax_[t]) * packed.KMax(slice, pi) >= lay_.overflow_free)
+          FindOverflow(lim, j0, mask ? mask + tr0 * nk + pi * kPanelKeys : nullptr, trows, exact_.get() + tr0);
         if (mask || j0 + static_cast<int64_t>(kPanelKeys) > lo)
           MaskTile(d_, s_.get(), lim, j0, mask ? mask + tr0 * nk + pi * kPanelKeys : nullptr, nk,
                    trows);
@@ -382,26 +411,73 @@ class Worker {
     }
 
     float* out = a_.out + (slice_z * nq + r0) * dv;
+    const size_t N = hn::Lanes(d_);
     for (size_t r = 0; r < rows; ++r) {
-      const float* o = o_.get() + r * dvp;
+      float* o = o_.get() + r * dvp;
       const float l = l_[r];
-      if (l > 0.0f) {
-        for (size_t c = 0; c < dv; ++c) out[r * dv + c] = o[c] / l;
-      } else {  // empty row under the zero policy
+      float* lse = a_.lse ? a_.lse + slice_z * nq + r0 + r : nullptr;
+      // A max of +inf or NaN, or a sum of inf or NaN: a logit beyond float.
+      bool exact = exact_[r] || !(m_[r] < kInf) || !(l < kInf);
+      if (!exact && l > 0.0f) {
+        const VF vl = hn::Set(d_, l);
+        VF nonfinite = hn::Zero(d_);  // x·0 is NaN exactly where x is ±inf or NaN
+        for (size_t c = 0; c < dvp; c += N) {
+          const VF x = hn::Div(hn::Load(d_, o + c), vl);
+          hn::Store(x, d_, o + c);
+          nonfinite = hn::Add(nonfinite, hn::Mul(x, hn::Zero(d_)));
+        }
+        std::copy(o, o + dv, out + r * dv);
+        // Not finite: Σ p·v overflowed (values of V near the float limit).
+        exact = !hn::AllTrue(d_, hn::Eq(nonfinite, nonfinite));
+        if (lse) *lse = m_[r] + std::log(l);
+      } else if (!exact) {
+        // No weight: an empty row under the zero policy, unless every readable logit is -inf.
+        exact = HasReadableKey(r, mask ? mask + r * nk : nullptr);
         for (size_t c = 0; c < dv; ++c) out[r * dv + c] = 0.0f;
+        if (lse) *lse = kNegInf;
       }
-      if (a_.lse) a_.lse[slice_z * nq + r0 + r] = l > 0.0f ? m_[r] + std::log(l) : kNegInf;
+      if (exact)
+        exact_row(p_, a_.q, a_.k, a_.v, b, h, static_cast<int64_t>(r0 + r), exact_acc_.data(),
+                  out + r * dv, lse, nullptr);
     }
   }
 
 
  private:
+  // Marks the rows of the tile with a readable score that is not finite: a dot
+  // product beyond float, whose logit may still be ordinary (a small scale/τ)
+  // and which no running max or sum reveals when it is -inf. Before MaskTile,
+  // so the explicit mask decides what is readable.
+  void FindOverflow(const int64_t* limits, int64_t j0, const uint8_t* mask, size_t rows,
+                    uint8_t* exact) const {
+    const float* s = s_.get();
+    const size_t N = hn::Lanes(d_);
+    for (size_t r = 0; r < rows; ++r) {
+      VF nonfinite = hn::Zero(d_);  // x·0 is NaN exactly where x is ±inf or NaN
+      for (size_t c = 0; c < kPanelKeys; c += N)
+        nonfinite = hn::Add(nonfinite, hn::Mul(hn::Load(d_, s + r * kPanelKeys + c), hn::Zero(d_)));
+      if (hn::AllTrue(d_, hn::Eq(nonfinite, nonfinite))) continue;  // every score finite
+      const int64_t readable = std::clamp<int64_t>(limits[r] - j0, 0, static_cast<int64_t>(kPanelKeys));
+      for (size_t j = 0; j < static_cast<size_t>(readable); ++j)
+        if ((!mask || mask[r * lay_.nk + j]) && !std::isfinite(s[r * kPanelKeys + j])) exact[r] = 1;
+    }
+  }
+
+  // Whether row r of the chunk may read any key (mask: its row of the explicit mask).
+  bool HasReadableKey(size_t r, const uint8_t* mask) const {
+    const auto limit = static_cast<size_t>(limits_[r]);
+    if (!mask) return limit > 0;
+    return std::any_of(mask, mask + limit, [](uint8_t m) { return m != 0; });
+  }
+
   const KernelArgs& a_;
   const Problem& p_;
   const Layout& lay_;
   DF d_;
-  hwy::AlignedFreeUniquePtr<float[]> q_, o_, s_, m_, l_, alpha_;
+  hwy::AlignedFreeUniquePtr<float[]> q_, o_, s_, m_, l_, alpha_, tile_qmax_;
   hwy::AlignedFreeUniquePtr<int64_t[]> limits_;
+  hwy::AlignedFreeUniquePtr<uint8_t[]> exact_;  ///< rows to recompute in long double
+  std::vector<long double> exact_acc_;            ///< exact_row's scratch, d_v values
 };
 
 // The whole call on `threads` threads (the caller's included). Slices are

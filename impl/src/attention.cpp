@@ -50,7 +50,66 @@ const std::vector<int64_t>& available_target_bits() {
   return bits;
 }
 
+// scale as the reference computes it: the default 1/√d_k in long double.
+long double exact_scale_of(const Problem& p) {
+  if (p.scale) return *p.scale;
+  return 1.0L / std::sqrt(static_cast<long double>(p.shape.d_k));
+}
+
 }  // namespace
+
+namespace detail {
+
+void exact_row(const Problem& p, const float* q, const float* k, const float* v, int64_t b,
+               int64_t h, int64_t i, long double* acc, float* out, float* lse, float* weights) {
+  const Shape& s = p.shape;
+  const auto nq = static_cast<size_t>(s.n_q), nk = static_cast<size_t>(s.n_k);
+  const auto dk = static_cast<size_t>(s.d_k), dv = static_cast<size_t>(s.d_v);
+  const auto slice = static_cast<size_t>(b * s.heads + h);
+  const float* qi = q + (slice * nq + static_cast<size_t>(i)) * dk;
+  const float* ks = k + slice * nk * dk;
+  const float* vs = v + slice * nk * dv;
+  const long double scale = exact_scale_of(p);
+  const long double tau = p.temperature;
+  const long double neg_inf = -std::numeric_limits<long double>::infinity();
+  // The same operations each time, so the weights' pass sees the same logits. A product of floats
+  // is exact in long double (x87 or quad), and a dot product of finite floats times a
+  // finite scale and 1/τ (|·| < 2^2500) stays far inside its range.
+  auto logit = [&](size_t j) {
+    if (!allowed(p, b, h, i, static_cast<int64_t>(j))) return neg_inf;
+    long double dot = 0.0L;
+    for (size_t x = 0; x < dk; ++x) dot += static_cast<long double>(qi[x]) * static_cast<long double>(ks[j * dk + x]);
+    return dot * scale / tau;
+  };
+  // One online pass (running max, rescaled sums): each dot product once, no n_k scratch.
+  long double row_max = neg_inf, sum = 0.0L;
+  std::fill(acc, acc + dv, 0.0L);
+  for (size_t j = 0; j < nk; ++j) {
+    const long double l = logit(j);
+    if (l == neg_inf) continue;  // masked keys are skipped, never weighted
+    if (l > row_max) {
+      const long double rescale = std::exp(row_max - l);  // 0 for the first readable key
+      sum *= rescale;
+      for (size_t c = 0; c < dv; ++c) acc[c] *= rescale;
+      row_max = l;
+    }
+    const long double e = std::exp(l - row_max);
+    sum += e;
+    for (size_t c = 0; c < dv; ++c) acc[c] += e * static_cast<long double>(vs[j * dv + c]);
+  }
+  if (row_max == neg_inf) {  // empty row under the zero policy
+    std::fill(out, out + dv, 0.0f);
+    if (lse) *lse = -std::numeric_limits<float>::infinity();
+    if (weights) std::fill(weights, weights + nk, 0.0f);
+    return;
+  }
+  for (size_t c = 0; c < dv; ++c) out[c] = static_cast<float>(acc[c] / sum);
+  if (lse) *lse = static_cast<float>(row_max + std::log(sum));  // ±inf when beyond float
+  if (weights)
+    for (size_t j = 0; j < nk; ++j) weights[j] = static_cast<float>(std::exp(logit(j) - row_max) / sum);
+}
+
+}  // namespace detail
 
 void attention(const Problem& problem, const float* q, const float* k, const float* v, float* out,
                const AttentionOptions& options) {
@@ -103,25 +162,62 @@ AttentionTables attention_tables(const Problem& problem, const float* q, const f
 
   const auto scale = static_cast<float>(problem.effective_scale());
   const auto tau = static_cast<float>(problem.temperature);
+  const long double exact_scale = exact_scale_of(problem);
+  const long double exact_tau = problem.temperature;
+  // Only their ratio must fit a float (attention() checks it): a scale or τ
+  // beyond float, or below its normal range, gives S and L from long double.
+  const bool float_factors = std::isnormal(scale) && std::isnormal(tau);
   const float neg_inf = -std::numeric_limits<float>::infinity();
+  std::vector<long double> acc(dv);
   for (size_t i = 0; i < nq; ++i) {
+    const auto row = static_cast<int64_t>(i);
     float row_max = neg_inf;
+    bool readable = false;
+    // A row fp32 cannot hold (DESIGN.md, "Range") gets A and O from long double.
+    bool exact = false;
     for (size_t j = 0; j < nk; ++j) {
       float r = 0.0f;
       for (size_t x = 0; x < dk; ++x) r += t.Q[i * dk + x] * t.K[j * dk + x];
       const size_t ij = i * nk + j;
-      t.R[ij] = r;
-      t.S[ij] = r * scale;
-      t.M[ij] = allowed(problem, b, h, static_cast<int64_t>(i), static_cast<int64_t>(j)) ? 0.0f : neg_inf;
-      t.L[ij] = (t.S[ij] + t.M[ij]) / tau;
-      row_max = std::max(row_max, t.L[ij]);
+      const bool masked = !allowed(problem, b, h, row, static_cast<int64_t>(j));
+      t.M[ij] = masked ? neg_inf : 0.0f;
+      if (std::isfinite(r) && float_factors) {
+        t.R[ij] = r;
+        t.S[ij] = r * scale;
+        // Not (S + M)/τ: a masked S of +inf would give NaN.
+        t.L[ij] = masked ? neg_inf : t.S[ij] / tau;
+      } else {
+        long double dot = r;
+        if (!std::isfinite(r)) {  // overflowed (±inf, or NaN from +inf + -inf): the exact value
+          dot = 0.0L;
+          for (size_t x = 0; x < dk; ++x)
+            dot += static_cast<long double>(t.Q[i * dk + x]) * static_cast<long double>(t.K[j * dk + x]);
+          exact = exact || !masked;
+        }
+        t.R[ij] = static_cast<float>(dot);  // rounded: ±inf beyond float, never NaN
+        t.S[ij] = static_cast<float>(dot * exact_scale);
+        t.L[ij] = masked ? neg_inf : static_cast<float>(dot * exact_scale / exact_tau);
+      }
+      if (!masked) {
+        readable = true;
+        row_max = std::max(row_max, t.L[ij]);
+      }
     }
-    if (row_max == neg_inf) continue;  // empty row under the zero policy: A and O stay zero
-    float sum = 0.0f;
-    for (size_t j = 0; j < nk; ++j) sum += t.A[i * nk + j] = std::exp(t.L[i * nk + j] - row_max);
-    for (size_t j = 0; j < nk; ++j) t.A[i * nk + j] /= sum;
-    for (size_t j = 0; j < nk; ++j)
-      for (size_t c = 0; c < dv; ++c) t.O[i * dv + c] += t.A[i * nk + j] * t.V[j * dv + c];
+    if (!readable) continue;  // empty row under the zero policy: A and O stay zero
+    // A max of +inf, or of -inf with a readable key: every logit overflowed.
+    exact = exact || !std::isfinite(row_max);
+    float* a = t.A.data() + i * nk;
+    float* o = t.O.data() + i * dv;
+    if (!exact) {
+      float sum = 0.0f;
+      for (size_t j = 0; j < nk; ++j) sum += a[j] = std::exp(t.L[i * nk + j] - row_max);
+      for (size_t j = 0; j < nk; ++j) a[j] /= sum;
+      for (size_t j = 0; j < nk; ++j)
+        for (size_t c = 0; c < dv; ++c) o[c] += a[j] * t.V[j * dv + c];
+      // Σ a·v can overflow for values of V near the float limit.
+      exact = !std::all_of(o, o + dv, [](float x) { return std::isfinite(x); });
+    }
+    if (exact) detail::exact_row(problem, q, k, v, b, h, row, acc.data(), o, nullptr, a);
   }
   return t;
 }

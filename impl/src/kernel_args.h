@@ -26,6 +26,15 @@ struct KernelArgs {
   int64_t total_items = 0;         ///< batch · heads · chunks_per_slice
 };
 
+/// Query row i of slice (b, h) in long double, for a row fp32 cannot hold (a
+/// dot product or logit beyond float, or an output sum that overflows): its
+/// range holds any dot product of finite floats times any finite scale/τ, so
+/// the row is computed, not zeroed. q, k, v are the whole tensors; writes
+/// out[0 .. d_v), and *lse and weights[0 .. n_k) when not null. acc holds d_v
+/// values (scratch, so that a worker thread never allocates).
+void exact_row(const Problem& p, const float* q, const float* k, const float* v, int64_t b,
+               int64_t h, int64_t i, long double* acc, float* out, float* lse, float* weights);
+
 /// Computes the whole call on the dispatched target with `threads` threads
 /// (the caller's included; at least 1, at most total_items).
 void run_attention(const KernelArgs& args, int64_t threads);

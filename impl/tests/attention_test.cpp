@@ -1,7 +1,8 @@
 // The fused attention against the reference (long double or 50 digits): a grid of shapes and
 // masks, temperatures, the log-sum-exp output, thread-count and SIMD-target
 // independence, the nine diagnostic tables, accuracy against a naive fp32
-// composition, and validation that writes nothing.
+// composition, validation that writes nothing, and rows out of fp32's range
+// (overflowing dot products, logits and sums: computed, never zero or NaN).
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
@@ -613,4 +614,339 @@ TEST_CASE("bad input throws InvalidInput naming what is wrong and writes nothing
                     Catch::Contains("batch index 2"));
   CHECK_THROWS_WITH(attncheck::attention(base, nullptr, good.k.data(), good.v.data(), nullptr),
                     Catch::Contains("q: null pointer"));
+}
+
+// Out of range for fp32 (DESIGN.md, "Range"): finite inputs whose dot products
+// or logits overflow float must give the right row, never zeros or NaN, and a
+// masked key must not influence its row however large its logit.
+namespace {
+
+constexpr float kFloatMax = std::numeric_limits<float>::max();
+
+// The oracle with the magnitude G_i of the given rows (all when empty) capped
+// at 1e3: for a row whose dot products overflow fp32 the forward bound is
+// vacuous (it would accept zeros), so such a row must be as accurate as an
+// ordinary one.
+Oracle capped_oracle(const Problem& p, const Inputs& in, const std::vector<size_t>& rows = {}) {
+  Oracle ref = oracle(p, in);
+  if (rows.empty())
+    for (auto& g : ref.magnitude) g = std::min(g, 1e3L);
+  for (size_t row : rows) ref.magnitude[row] = std::min(ref.magnitude[row], 1e3L);
+  return ref;
+}
+
+// Runs the fused path on 1, 2, 3 and all hardware threads, requires bitwise
+// identical outputs and log-sum-exps, and checks them against the capped oracle
+// (only the given rows capped, or all).
+void check_out_of_range(const Problem& p, const Inputs& in, const std::vector<size_t>& capped_rows = {}) {
+  const Oracle ref = capped_oracle(p, in, capped_rows);
+  std::vector<float> lse1;
+  const auto out = run_fused(p, in, 1, &lse1);
+  const Comparison cmp = compare_output(p, in, ref, out);
+  INFO(attncheck::canonical_name(p) << " worst error/bound " << cmp.worst_ratio << " at " << cmp.where);
+  CHECK(cmp.worst_ratio <= 1.0);
+  for (size_t row = 0; row < lse1.size(); ++row) {
+    INFO("lse of row " << row << ": got " << lse1[row] << " want " << static_cast<double>(ref.lse[row]));
+    if (std::fabs(ref.lse[row]) > kFloatMax) {  // the exact value is beyond float: ±inf of its sign
+      CHECK(lse1[row] == (ref.lse[row] > 0 ? 1 : -1) * std::numeric_limits<float>::infinity());
+      continue;
+    }
+    const long double bound = 2.0L * kUnitRoundoff *
+                              ((p.shape.d_k + 2) * ref.magnitude[row] + p.shape.n_k + 8 + std::fabs(ref.lse[row]));
+    CHECK(std::fabs(lse1[row] - ref.lse[row]) <= bound);
+  }
+  for (int t : {2, 3, 0}) {
+    INFO("threads " << t);
+    std::vector<float> lse_t;
+    const auto many = run_fused(p, in, t, &lse_t);
+    CHECK(std::memcmp(out.data(), many.data(), out.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(lse1.data(), lse_t.data(), lse1.size() * sizeof(float)) == 0);
+  }
+}
+
+// The diagnosis tables of every slice: R, S, L hold ±inf where the exact value
+// is beyond float and never NaN, masked logits are -inf, and A and O are as
+// accurate as an ordinary row's.
+void check_out_of_range_tables(const Problem& p, const Inputs& in) {
+  const Oracle ref = capped_oracle(p, in);
+  const Shape& s = p.shape;
+  const auto nq = static_cast<size_t>(s.n_q), nk = static_cast<size_t>(s.n_k), dv = static_cast<size_t>(s.d_v);
+  const float inf = std::numeric_limits<float>::infinity();
+  // The float a long double rounds to, overflow included.
+  auto as_float = [](long double x) { return static_cast<float>(x); };
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t h = 0; h < s.heads; ++h) {
+      INFO(attncheck::canonical_name(p) << " tables of b " << b << " h " << h);
+      const auto t = attncheck::attention_tables(p, in.q.data(), in.k.data(), in.v.data(), b, h);
+      const auto r = attncheck::reference_tables<long double>(p, in.q, in.k, in.v, b, h);
+      const auto slice = static_cast<size_t>(b * s.heads + h);
+      for (size_t i = 0; i < nq; ++i) {
+        const size_t row = slice * nq + i;
+        for (size_t j = 0; j < nk; ++j) {
+          const size_t ij = i * nk + j;
+          INFO("row " << i << " key " << j << ": R " << t.R[ij] << " S " << t.S[ij] << " L " << t.L[ij]);
+          CHECK(!std::isnan(t.R[ij]));
+          CHECK(!std::isnan(t.S[ij]));
+          CHECK(!std::isnan(t.L[ij]));
+          // Beyond float the only right value is the infinity of the exact value's sign.
+          if (std::fabs(r.R(i, j)) > kFloatMax) CHECK(t.R[ij] == as_float(r.R(i, j)));
+          if (std::fabs(r.S(i, j)) > kFloatMax) CHECK(t.S[ij] == as_float(r.S(i, j)));
+          if (r.M(i, j) != 0) {
+            CHECK(t.M[ij] == -inf);
+            CHECK(t.L[ij] == -inf);
+            CHECK(t.A[ij] == 0.0f);
+          } else {
+            CHECK(t.M[ij] == 0.0f);
+            if (std::fabs(r.L(i, j)) > kFloatMax) CHECK(t.L[ij] == as_float(r.L(i, j)));
+          }
+          const long double a_bound =
+              2.0L * kUnitRoundoff * (2.0L * static_cast<long double>(s.d_k + 2) * ref.magnitude[row] + nk + 8) * r.A(i, j);
+          CHECK(std::fabs(t.A[ij] - r.A(i, j)) <= a_bound + 0x1p-120L);  // fp32 may flush the bottom binades
+        }
+        for (size_t c = 0; c < dv; ++c) {
+          INFO("row " << i << " col " << c << ": O " << t.O[i * dv + c] << " want " << static_cast<double>(r.O(i, c)));
+          const long double error = std::fabs(t.O[i * dv + c] - r.O(i, c));
+          CHECK(!std::isnan(t.O[i * dv + c]));
+          if (error != 0.0L) CHECK(error <= output_bound(p, in, ref, row, c));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("an fp32 dot product that overflows is computed, not zeroed: q = 1e20, k = (1e20, 1), v = (1, 2)") {
+  Problem p;
+  p.shape = {1, 1, 1, 2, 1, 1};
+  const Inputs in{{1e20f}, {1e20f, 1.0f}, {1.0f, 2.0f}};
+  std::vector<float> lse;
+  const auto out = run_fused(p, in, 1, &lse);
+  CHECK(out[0] == 1.0f);
+  CHECK(lse[0] == std::numeric_limits<float>::infinity());  // the exact value, 1e40, is beyond float
+  check_out_of_range(p, in);
+  check_out_of_range_tables(p, in);
+}
+
+TEST_CASE("logits beyond fp32 from a finite dot product times scale/τ are computed") {
+  SECTION("τ = 1e-3: dot 1e36, logit 1e39") {
+    Problem p;
+    p.shape = {1, 1, 2, 2, 1, 2};
+    p.scale = 1.0;
+    p.temperature = 1e-3;
+    const Inputs in{{1e18f, -1e18f}, {1e18f, 1.0f}, {1.0f, 2.0f, -3.0f, 5.0f}};
+    const auto out = run_fused(p, in);
+    CHECK(out == std::vector<float>{1.0f, 2.0f, -3.0f, 5.0f});  // one-hot on key 0, then on key 1
+    check_out_of_range(p, in);
+    check_out_of_range_tables(p, in);
+  }
+  SECTION("scale = 1e30: dot 1e10, logit 1e40") {
+    Problem p;
+    p.shape = {1, 1, 1, 3, 1, 1};
+    p.scale = 1e30;
+    const Inputs in{{1e5f}, {1.0f, 1e5f, -1e5f}, {1.0f, 2.0f, 3.0f}};
+    CHECK(run_fused(p, in)[0] == 2.0f);
+    check_out_of_range(p, in);
+    check_out_of_range_tables(p, in);
+  }
+  SECTION("every readable logit below -FLT_MAX: the row is not empty") {
+    Problem p;
+    p.shape = {1, 1, 1, 2, 1, 1};
+    const Inputs in{{1e20f}, {-2e20f, -1e20f}, {1.0f, 2.0f}};
+    CHECK(run_fused(p, in)[0] == 2.0f);
+    check_out_of_range(p, in);
+    check_out_of_range_tables(p, in);
+  }
+}
+
+TEST_CASE("a dot product whose fp32 partial sums are +inf and -inf (NaN) is computed") {
+  // d_k = 16: the blocked dot product sums terms 0..7 to +inf and 8..15 to
+  // -inf; the exact dot product of key 0 is 2 (term 9), of key 1 is 0. (Term 9
+  // comes after the cancelling pair: long double, like any fixed precision,
+  // would lose a 2 added to 1e40 before the -1e40.)
+  Problem p;
+  p.shape = {1, 1, 1, 2, 16, 2};
+  p.scale = 1.0;
+  Inputs in;
+  in.q.assign(16, 0.0f);
+  in.q[0] = in.q[8] = 1e20f;
+  in.q[9] = 1.0f;
+  in.k.assign(32, 0.0f);
+  in.k[0] = 1e20f;
+  in.k[8] = -1e20f;
+  in.k[9] = 2.0f;
+  in.v = {1.0f, 0.0f, 0.0f, 1.0f};
+  const auto out = run_fused(p, in);
+  const double e2 = std::exp(2.0);
+  CHECK(std::fabs(out[0] - e2 / (1 + e2)) <= 4 * kUnitRoundoff);
+  CHECK(std::fabs(out[1] - 1 / (1 + e2)) <= 4 * kUnitRoundoff);
+  check_out_of_range(p, in);
+  check_out_of_range_tables(p, in);
+}
+
+TEST_CASE("dot products beyond fp32 under a small scale are ordinary logits: none is dropped") {
+  // scale = 2^-126: q·k = ±2^128 overflows fp32 but its logit is ±4. Row 0
+  // reads logits (4, 2, -4, 0); row 1 (explicit mask) only (-4, 0), where the
+  // overflowed key is the smaller one and no running max or sum betrays it.
+  Problem p;
+  p.shape = {1, 1, 2, 4, 1, 1};
+  p.scale = 0x1p-126;
+  p.mask = ExplicitMask{1, 1, {1, 1, 1, 1, 0, 0, 1, 1}};
+  const Inputs in{{0x1p64f, 0x1p64f}, {0x1p64f, 0x1p63f, -0x1p64f, 0.0f}, {1.0f, 10.0f, 100.0f, 1000.0f}};
+  const auto out = run_fused(p, in);
+  const double e[] = {std::exp(4.0), std::exp(2.0), std::exp(-4.0), 1.0};
+  const double row0 = (e[0] * 1 + e[1] * 10 + e[2] * 100 + e[3] * 1000) / (e[0] + e[1] + e[2] + e[3]);
+  const double row1 = (e[2] * 100 + e[3] * 1000) / (e[2] + e[3]);
+  CHECK(std::fabs(out[0] - row0) <= 4 * kUnitRoundoff * row0);
+  CHECK(std::fabs(out[1] - row1) <= 4 * kUnitRoundoff * row1);
+  check_out_of_range(p, in);
+  check_out_of_range_tables(p, in);
+}
+
+TEST_CASE("a masked key whose logit overflows fp32 never influences its row") {
+  // Key 3 has dot product 1e40 with every query; keys 0..2 ordinary logits.
+  // Rows that cannot read key 3 get the softmax of keys 0..2, rows that can get v3.
+  auto inputs = [](int64_t nq) {
+    Inputs in;
+    for (int64_t i = 0; i < nq; ++i) {
+      in.q.push_back(0.5f * static_cast<float>(i + 1));
+      in.q.push_back(1e20f);
+    }
+    in.k = {1.0f, 0.0f, -2.0f, 0.0f, 3.0f, 0.0f, 0.0f, 1e20f};
+    in.v = {1.0f, -1.0f, 2.0f, 5.0f, -4.0f, 0.5f, 7.0f, 9.0f};
+    return in;
+  };
+  Problem p;
+  p.shape = {1, 1, 4, 4, 2, 2};
+  SECTION("explicit mask") {
+    p.mask = ExplicitMask{1, 1, {1, 1, 1, 0, 0, 1, 1, 0, 1, 0, 1, 0, 1, 1, 1, 1}};
+    const Inputs in = inputs(4);
+    const auto out = run_fused(p, in);
+    CHECK(out[6] == 7.0f);  // row 3 reads key 3
+    CHECK(out[7] == 9.0f);
+    check_out_of_range(p, in);
+    check_out_of_range_tables(p, in);
+  }
+  SECTION("causal, top-left") {
+    p.causal = Causal::top_left;
+    const Inputs in = inputs(4);
+    check_out_of_range(p, in);
+    check_out_of_range_tables(p, in);
+  }
+  SECTION("causal, bottom-right") {
+    p.shape.n_q = 2;
+    p.causal = Causal::bottom_right;
+    const Inputs in = inputs(2);
+    check_out_of_range(p, in);
+    check_out_of_range_tables(p, in);
+  }
+  SECTION("key padding") {
+    p.key_lengths = {3};
+    const Inputs in = inputs(4);
+    check_out_of_range(p, in);
+    check_out_of_range_tables(p, in);
+  }
+}
+
+namespace {
+
+// Normal inputs with some rows of Q and some keys made huge: each huge row
+// overflows fp32 against each huge key (+inf, -inf, or +inf and -inf blocks,
+// i.e. NaN, by the signs of coordinates 0 and 8), and reads ordinary keys
+// with logits near 1e19; ordinary rows read huge keys with logits near 1e19
+// (within fp32's range, so they keep fp32's bound: only huge rows, returned,
+// are capped). d_k >= 9.
+Inputs huge_inputs(const Shape& shape, unsigned seed, std::vector<size_t>& huge_rows) {
+  Inputs in = normal_inputs(shape, seed);
+  const auto nq = static_cast<size_t>(shape.n_q), nk = static_cast<size_t>(shape.n_k);
+  const auto dk = static_cast<size_t>(shape.d_k);
+  for (size_t slice = 0; slice < static_cast<size_t>(shape.batch * shape.heads); ++slice) {
+    for (size_t i = slice % 5; i < nq; i += 9) {
+      huge_rows.push_back(slice * nq + i);
+      float* q = &in.q[(slice * nq + i) * dk];
+      q[0] = (i % 2 ? 1e20f : -1e20f) * (1.0f + 0.01f * static_cast<float>(i));
+      if (i % 3 == 0) q[8] = 1e20f;
+    }
+    for (size_t j = slice % 7; j < nk; j += 11) {
+      float* k = &in.k[(slice * nk + j) * dk];
+      k[0] = 1e20f * (1.0f + 0.1f * static_cast<float>(j));  // distinct, so fp32 resolves the largest
+      if (j % 2 == 0) k[8] = -1e20f;
+    }
+  }
+  return in;
+}
+
+}  // namespace
+
+TEST_CASE("rows mixing overflowing and ordinary keys, over batch and heads, every mask, 1 2 3 and all threads") {
+  const Shape shape{2, 3, 130, 150, 16, 20};
+  int checked = 0;
+  for (const Problem& p : mask_variants(shape, 301)) {
+    std::vector<size_t> huge_rows;
+    const Inputs in = huge_inputs(shape, 307, huge_rows);
+    check_out_of_range(p, in, huge_rows);
+    ++checked;
+  }
+  CHECK(checked == 9);
+}
+
+TEST_CASE("every available SIMD target computes the rows fp32 cannot hold") {
+  Problem small_scale;  // overflowed dot products with ordinary logits (see above)
+  small_scale.shape = {1, 1, 2, 4, 1, 1};
+  small_scale.scale = 0x1p-126;
+  small_scale.mask = ExplicitMask{1, 1, {1, 1, 1, 1, 0, 0, 1, 1}};
+  const Inputs small_in{{0x1p64f, 0x1p64f}, {0x1p64f, 0x1p63f, -0x1p64f, 0.0f}, {1.0f, 10.0f, 100.0f, 1000.0f}};
+  Problem huge_v;  // Σ p·v overflows
+  huge_v.shape = {1, 1, 1, 4, 1, 2};
+  const Inputs huge_v_in{{0.0f}, {1.0f, 1.0f, 1.0f, 1.0f}, {3e38f, 3e38f, 3e38f, 3e38f, -3e38f, 3e38f, -3e38f, 3e38f}};
+  Problem mixed;
+  mixed.shape = {1, 2, 67, 129, 17, 33};
+  mixed.causal = Causal::bottom_right;
+  mixed.mask = random_mask(mixed.shape, 1, 2, 311);
+  mixed.empty_rows = EmptyRowPolicy::zero;
+  std::vector<size_t> huge_rows;
+  const Inputs mixed_in = huge_inputs(mixed.shape, 313, huge_rows);
+  for (const std::string& name : attncheck::available_targets()) {
+    attncheck::force_target(name);
+    INFO("target " << name);
+    check_out_of_range(small_scale, small_in);
+    check_out_of_range(huge_v, huge_v_in);
+    check_out_of_range(mixed, mixed_in, huge_rows);
+  }
+  attncheck::force_target("");
+}
+
+TEST_CASE("values of V near the float limit: the unnormalised sum may overflow, the output does not") {
+  // Equal weights: the exact output is the mean of V, 0 and 3e38, but the
+  // fused path's running Σ p·v (weights up to 1 each) passes 6e38.
+  Problem p;
+  p.shape = {1, 1, 1, 4, 1, 2};
+  const Inputs in{{0.0f}, {1.0f, 1.0f, 1.0f, 1.0f}, {3e38f, 3e38f, 3e38f, 3e38f, -3e38f, 3e38f, -3e38f, 3e38f}};
+  const auto out = run_fused(p, in);
+  CHECK(out[0] == 0.0f);
+  CHECK(out[1] == 3e38f);
+  check_out_of_range(p, in);
+  check_out_of_range_tables(p, in);
+}
+
+TEST_CASE("the tables hold scale and τ beyond float whose ratio fits: S and L never NaN") {
+  // Logits 0, 1, -1 (key 0's dot product is exactly 0, which times a float
+  // scale of inf, or over a float τ of 0, would be NaN) and a masked key 3.
+  Problem p;
+  p.shape = {1, 1, 1, 4, 1, 1};
+  p.key_lengths = {3};
+  SECTION("scale 1e39 (inf as a float), τ 1e10") {
+    p.scale = 1e39;
+    p.temperature = 1e10;
+    const Inputs in{{1e-15f}, {0.0f, 1e-14f, -1e-14f, 1e-14f}, {1.0f, 2.0f, 3.0f, 4.0f}};
+    check_out_of_range(p, in);
+    check_out_of_range_tables(p, in);
+  }
+  SECTION("scale 1e-50, τ 1e-60 (both 0 as floats)") {
+    p.scale = 1e-50;
+    p.temperature = 1e-60;
+    const Inputs in{{1e-5f}, {0.0f, 1e-5f, -1e-5f, 1e-5f}, {1.0f, 2.0f, 3.0f, 4.0f}};
+    check_out_of_range(p, in);
+    check_out_of_range_tables(p, in);
+  }
 }

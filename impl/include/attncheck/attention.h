@@ -29,6 +29,12 @@ struct AttentionOptions {
 /// Validates everything first (attncheck::validate) and throws InvalidInput
 /// without writing `out` or `lse` on bad input.
 ///
+/// Rows fp32 cannot hold (DESIGN.md, "Range": a dot product or logit beyond
+/// float although every input is finite, or an overflowing Σ p·v) are found by
+/// cheap per-row tests and recomputed in long double, never left zero or NaN;
+/// a masked key never takes part, however large its logit. Their lse is ±inf
+/// when the exact value is beyond float.
+///
 /// Extra memory: K of one (batch, head) slice packed as Kᵀ in panels of 64
 /// keys (n_k rounded up to 64, times d_k floats; V too when d_v is not a
 /// multiple of the SIMD width), shared by the threads — a few slices at once
@@ -46,6 +52,9 @@ struct AttentionTables {
 
 /// Computes the nine tables of slice (b, h) in fp32, materialising every
 /// n_q×n_k matrix (slow; for diagnosis only). Same validation as attention().
+/// Where fp32 overflows, R, S and L hold the exact value rounded to float
+/// (±inf beyond its range, never NaN), L is -inf wherever M is, and the rows of
+/// A and O that fp32 cannot compute come from long double, as in attention().
 AttentionTables attention_tables(const Problem& problem, const float* q, const float* k,
                                  const float* v, int64_t b, int64_t h);
 
