@@ -10,6 +10,7 @@
 #include "attncheck/builtin_implementations.h"
 #include "attncheck/plugin.h"
 #include "attncheck/registry.h"
+#include "attncheck/power.h"
 #include "attncheck/verify.h"
 #include "budget.h"
 #include "commands.h"
@@ -20,12 +21,14 @@ namespace {
 struct VerifyArgs {
   std::string impl = "fused";
   int cases = 100;
+  int matrix_cases = VerifyOptions{}.matrix_cases;
   std::optional<uint64_t> seed;
   int64_t max_n = 130;
   std::vector<std::string> properties;
   std::string json, junit, replay, failures_dir = "attncheck-failures";
   bool mutants = false, list = false;
   int threads = 1;
+  bool power = false;  std::string power_json;  // --power: attncheck/power.h
   std::string max_bytes = kDefaultMaxBytes;
 };
 
@@ -35,15 +38,23 @@ std::string ratio_text(const PropertyResult& r) {
 }
 
 void print_header() {
-  fmt::print("{:<28} {:>6} {:>10} {:>12} {:>8}  {}\n", "property", "cases", "verdict", "error/bound", "time",
-             "oracle");
+  fmt::print("{:<28} {:>6} {:>6} {:>6} {:>12} {:>12} {:>8}  {}\n", "property", "cases", "incon", "unsup", "verdict",
+             "error/bound", "time", "oracle");
 }
 
 void print_row(const PropertyResult& r) {
-  fmt::print("{:<28} {:>6} {:>10} {:>12} {:>7.2f}s  {}\n", r.name, r.cases, to_string(r.status), ratio_text(r),
-             r.seconds, r.oracles.empty() ? "" : fmt::format("{}", fmt::join(r.oracles, "+")));
+  fmt::print("{:<28} {:>6} {:>6} {:>6} {:>12} {:>12} {:>7.2f}s  {}\n", r.name, r.cases, r.inconclusive, r.unsupported,
+             to_string(r.status), ratio_text(r), r.seconds,
+             r.oracles.empty() ? "" : fmt::format("{}", fmt::join(r.oracles, "+")));
   if (r.status == Status::skipped) fmt::print("    skipped: {}\n", r.skipped_reason);
-  if (r.status != Status::passed && r.status != Status::skipped) {
+  if (r.inconclusive > 0)
+    fmt::print("    {}: {}\n", inconclusive_flagged(r) ? "INCONCLUSIVE FLAG" : "inconclusive", inconclusive_text(r));
+  if (r.unsupported > 0 && r.status != Status::skipped)
+    fmt::print("    declined as out of range (accepted): {} cases: {}\n", r.unsupported, r.unsupported_reason);
+  for (const std::string& note : r.notes) fmt::print("    note: {}\n", note);
+  if (r.status == Status::passed && !r.message.empty()) fmt::print("    {}\n", r.message);
+  if (r.status == Status::inconclusive) fmt::print("    {}\n", r.message);
+  if (r.status == Status::failed || r.status == Status::crashed || r.status == Status::timed_out) {
     fmt::print("    {}\n", r.message);
     if (r.counterexample) fmt::print("    minimal case: {}\n", canonical_name(r.counterexample->problem));
     if (!r.case_file.empty())
@@ -61,6 +72,8 @@ void write_text(const std::string& path, const std::string& text, const char* op
 
 void check_args(const VerifyArgs& a) {
   if (a.cases < 1) throw InvalidInput(fmt::format("option --cases is {}; it must be at least 1", a.cases));
+  if (a.matrix_cases < 1)
+    throw InvalidInput(fmt::format("option --matrix-cases is {}; it must be at least 1", a.matrix_cases));
   if (a.max_n < 1) throw InvalidInput(fmt::format("option --max-n is {}; it must be at least 1", a.max_n));
   if (a.threads < 0) throw InvalidInput(fmt::format("option --threads is {}; it must be >= 0", a.threads));
   for (const std::string& name : a.properties)
@@ -80,12 +93,14 @@ void run(const VerifyArgs& a) {
     for (const Property& p : all_properties()) fmt::print("  {:<28} {}\n", p.name, p.sentence);
     return;
   }
+  if (a.power) { run_power_command(a.power_json.empty() ? a.json : a.power_json, a.threads); return; }
   check_args(a);
   const int64_t max_bytes = parse_byte_count(a.max_bytes);  // generated cases: batch, heads <= 3, d <= 64
   check_memory_budget({3, 3, a.max_n, a.max_n, 64, 64}, true, kReferenceScoreBytes, max_bytes, "verify --max-n");
   VerifyOptions options;
   options.seed = a.seed ? *a.seed : std::random_device{}();
   options.cases = a.cases;
+  options.matrix_cases = a.matrix_cases;
   options.max_n = a.max_n;
   options.properties = a.properties;
   options.threads = a.threads;
@@ -102,20 +117,21 @@ void run(const VerifyArgs& a) {
   VerifyReport report;
   report.options = options;
   if (a.mutants) {
-    fmt::print("hunting {} mutants with seed {}, {} cases per property\n", make_mutants().size(), options.seed,
-               options.cases);
+    fmt::print("hunting {} mutants with seed {}: every property against every mutant, {} cases per expected killer, "
+               "{} per other property\n",
+               make_mutants().size(), options.seed, options.cases,
+               options.matrix_cases > 0 ? std::min(options.cases, options.matrix_cases) : options.cases);
     report.implementation = "mutants";
     report.mutants = hunt_mutants(options);
     clear_progress();
-    int killed = 0;
+    fmt::print("{}", format_kill_matrix(report.mutants));
+    int ok = 0, escaped = 0;
     for (const MutantResult& m : report.mutants) {
-      killed += m.killed;
-      if (m.killed)
-        fmt::print("{:<34} killed by {:<26} minimal case {}\n    {}\n", m.name, m.killed_by, m.case_name, m.message);
-      else
-        fmt::print("{:<34} SURVIVED\n", m.name);
+      ok += m.verdict == MutantVerdict::killed_as_expected;
+      escaped += m.verdict == MutantVerdict::escaped;
     }
-    fmt::print("{} of {} mutants killed\n", killed, report.mutants.size());
+    fmt::print("{} of {} mutants killed by an expected property; {} escaped; {} killed only by unexpected properties\n",
+               ok, report.mutants.size(), escaped, static_cast<int>(report.mutants.size()) - ok - escaped);
   } else {
     auto impl = make_implementation(a.impl);
     report.implementation = impl->name();
@@ -158,19 +174,26 @@ void add_verify_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("verify", "check every property against an implementation");
   cmd->add_option("--impl", args->impl, "implementation (see --list)")->capture_default_str();
   cmd->add_option("--cases", args->cases, "generated cases per property")->capture_default_str();
+  cmd->add_option("--matrix-cases", args->matrix_cases,
+                  "with --mutants: cases per property not expected to kill the mutant (at most --cases)")
+      ->capture_default_str();
   cmd->add_option("--seed", args->seed, "random seed (default: a fresh one, printed)");
   cmd->add_option("--max-n", args->max_n, "largest n_q, n_k generated (d is at most 64); 130 = 2·64 + 2 spans the fused path's key panels")->capture_default_str();
   cmd->add_option("--property", args->properties, "run only this property (repeatable)");
   cmd->add_option("--json", args->json, "write verify JSON (docs/verify-json.md)");
   cmd->add_option("--junit", args->junit, "write JUnit XML, one testcase per property");
   cmd->add_option("--replay", args->replay, "re-run the case file of a recorded failure");
-  cmd->add_flag("--mutants", args->mutants, "run the suite against every mutant; each must be killed");
+  cmd->add_flag("--mutants", args->mutants,
+                "run every property against every mutant (the kill matrix); each must be killed by a property "
+                "expected to kill it");
   cmd->add_option_function<int>("--timeout-ms", [](const int& ms) { set_default_timeout_ms(ms); },
                                 "per-call timeout of plugin: and exec: implementations (default 10000)");
   cmd->add_option("--threads", args->threads, "thread hint for the implementation (0: all)")->capture_default_str();
   cmd->add_option("--failures-dir", args->failures_dir, "where shrunk failing cases are written")
       ->capture_default_str();
   cmd->add_flag("--list", args->list, "list implementations and properties");
+  cmd->add_flag("--power", args->power, "measure the bound's tightness (fused, naive-fp32) and the smallest relative error caught, n = 16 … 4096; JSON to --json or --power-json");
+  cmd->add_option("--power-json", args->power_json, "with --power: write its JSON here");
   cmd->add_option("--max-bytes", args->max_bytes, "refuse sizes whose buffers would need more memory (K, M, G, T)")->capture_default_str();
   cmd->callback([args] { run(*args); });
 }

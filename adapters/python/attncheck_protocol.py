@@ -12,9 +12,12 @@
 and check it with  attncheck verify --impl exec:'/usr/bin/python3 mine.py'.
 The wire format is described in docs/protocol.md. When the problem asks for
 weights (problem.weights), return (out, weights). Raise InvalidInput to reject
-an input (the message goes back to attncheck), Unsupported for a problem
-outside the declared features. Anything printed to stdout by the function is
-redirected to stderr, so it cannot corrupt the protocol.
+an input (the message goes back to attncheck), Unsupported for a case beyond
+the range of the precision you claim (an input, logit or sum it cannot hold;
+attncheck accepts it only when the case is out of that class's range, and
+reports a finding otherwise). Features you do not support are left out of
+`features` instead: such problems are never sent. Anything printed to stdout
+by the function is redirected to stderr, so it cannot corrupt the protocol.
 """
 
 import json
@@ -38,7 +41,8 @@ class InvalidInput(Exception):
 
 
 class Unsupported(Exception):
-    """The problem is outside what the implementation supports."""
+    """The case is beyond the range of the claimed precision class (sent back
+    as status "unsupported"; accepted only for cases out of that range)."""
 
 
 class Problem:

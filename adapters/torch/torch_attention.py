@@ -8,6 +8,11 @@ MODE selects the attention path:
   composition-additive  the same with the mask added as a float tensor of 0 / -inf
   sdpa                  torch.nn.functional.scaled_dot_product_attention (PyTorch >= 2.0;
                         refused with a message on versions that lack it, such as 1.13)
+A row whose fp32 logits overflow comes out of PyTorch as NaN (an inf logit)
+or, with the additive mask, NaN too where a masked key's +inf logit meets the
+-inf mask; the adapter then declines the case (status "unsupported", naming
+the row), as DESIGN.md "Range" asks. That decline is the adapter's code, not
+PyTorch's.
 Debian's python3-torch is not installed by the launcher:
     apt-get install -y python3-torch
 """
@@ -17,6 +22,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 
 import torch  # noqa: E402
+from attncheck_overflow import decline_non_finite_rows  # noqa: E402
 from attncheck_protocol import FEATURES, Unsupported, serve, validate  # noqa: E402
 
 MODES = ("composition-bool", "composition-additive", "sdpa")
@@ -30,10 +36,11 @@ def composition(q, k, v, problem, additive):
         logits = logits + mask
     else:
         logits = logits.masked_fill(~allowed, float("-inf"))
-    weights = torch.softmax(logits / problem.temperature, dim=-1)
+    logits = logits / problem.temperature
+    weights = torch.softmax(logits, dim=-1)
     # A row with every key masked is NaN after softmax; the zero policy asks for zeros.
     weights = torch.where(allowed.any(dim=-1, keepdim=True), weights, torch.zeros_like(weights))
-    return torch.matmul(weights, v), weights
+    return torch.matmul(weights, v), weights, logits
 
 
 def sdpa(q, k, v, problem):
@@ -44,7 +51,7 @@ def sdpa(q, k, v, problem):
     if "scale" in torch.nn.functional.scaled_dot_product_attention.__doc__:
         kwargs["scale"] = problem.scale
     out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=allowed, **kwargs)
-    return torch.where(allowed.any(dim=-1, keepdim=True), out, torch.zeros_like(out)), None
+    return torch.where(allowed.any(dim=-1, keepdim=True), out, torch.zeros_like(out)), None, None
 
 
 def main():
@@ -65,9 +72,11 @@ def main():
         tq, tk, tv = (torch.from_numpy(x) for x in (q, k, v))
         with torch.no_grad():
             if mode == "sdpa":
-                out, weights = sdpa(tq, tk, tv, problem)
+                out, weights, logits = sdpa(tq, tk, tv, problem)
             else:
-                out, weights = composition(tq, tk, tv, problem, mode == "composition-additive")
+                out, weights, logits = composition(tq, tk, tv, problem, mode == "composition-additive")
+        decline_non_finite_rows("PyTorch", None if logits is None else logits.numpy(), problem.allowed(),
+                                out.numpy(), None if weights is None else weights.numpy())
         if problem.weights:
             return out.numpy(), weights.numpy()
         return out.numpy()

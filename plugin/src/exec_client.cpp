@@ -98,9 +98,12 @@ class ExecImplementation final : public Implementation {
     const std::string& message = reply.message;
     if (status == "invalid")
       throw InvalidInput(fmt::format("exec {}: {}", name_, message.empty() ? "input rejected" : message));
+    // Problems outside the declared features are never sent (check_declared), so
+    // "unsupported" declines a case beyond the child's precision class: judged
+    // by the harness (accepted only when the case is out of the class's range).
     if (status == "unsupported")
-      fail(Kind::protocol, fmt::format("answered \"unsupported\" although it declares every feature "
-                                       "the problem needs ({})", message), /*keep_child=*/true);
+      throw Unsupported(fmt::format("{}: answered \"unsupported\": {}", context_,
+                                    message.empty() ? "no message" : message));
     if (status == "error")
       throw std::runtime_error(fmt::format("{}: internal error: {}", context_, message));
     // Read into scratch first: nothing reaches the caller's buffers from a failed call.

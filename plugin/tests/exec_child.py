@@ -2,7 +2,8 @@
 """Children for the exec: client's tests, one behaviour per MODE argument:
 ok (a correct numpy attention), die, crash, hang, garbage, truncate,
 truncate_hang, no_handshake, bad_handshake, wrong_version, unknown_feature,
-invalid, chatty (prints to stdout from inside the function)."""
+invalid, chatty (prints to stdout from inside the function), unsupported
+(declines any case whose Q holds a value beyond 1000)."""
 import os
 import signal
 import sys
@@ -63,6 +64,8 @@ def attention(q, k, v, problem):
         time.sleep(3600)
     if mode == "invalid":
         raise proto.InvalidInput("no thanks: Q is too small")
+    if mode == "unsupported" and np.abs(q).max() > 1000:
+        raise proto.Unsupported("Q holds %g, beyond what I hold" % np.abs(q).max())
     if mode == "chatty":
         print("a stray print from inside the function")
     return numpy_attention(q, k, v, problem)

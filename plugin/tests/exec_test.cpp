@@ -95,6 +95,23 @@ TEST_CASE("a child's rejection is InvalidInput with its message, and the child l
                     Catch::Contains("Q is too small"));
 }
 
+TEST_CASE("a child's \"unsupported\" answer is Unsupported with its message, and the child lives on") {
+  auto impl = start_exec(child("unsupported"), quick());
+  Inputs in = inputs();
+  in.q[1] = 5e4f;
+  try {
+    impl->forward(in.problem, in.q, in.k, in.v, in.out, {}, 1);
+    FAIL("accepted");
+  } catch (const Unsupported& e) {
+    CHECK_THAT(e.what(), Catch::Contains("child-unsupported") && Catch::Contains("answered \"unsupported\"") &&
+                             Catch::Contains("Q holds 50000, beyond what I hold"));
+  }
+  for (float x : in.out) CHECK(x == 42.0f);
+  in.q[1] = 0.5f;  // the same child answers the next case
+  impl->forward(in.problem, in.q, in.k, in.v, in.out, {}, 1);
+  CHECK(in.out[0] == Approx(in.v[0]));
+}
+
 TEST_CASE("stray prints of the function do not corrupt the protocol") {
   auto impl = start_exec(child("chatty"), quick());
   Inputs in = inputs();

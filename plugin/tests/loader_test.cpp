@@ -239,3 +239,23 @@ TEST_CASE("the default timeout comes from --timeout-ms and refuses non-positive 
   CHECK(default_timeout_ms() == 1234);
   set_default_timeout_ms(10000);
 }
+
+TEST_CASE("ATTN_ERR_UNSUPPORTED is Unsupported with the plugin's message, for the harness to judge") {
+  auto impl = load_plugin(plugin_path("attn_declining_fp16_plugin"));
+  CHECK(impl->precision() == Precision::fp16);
+  Inputs in = small_inputs();
+  std::vector<float> out(size_t(in.problem.shape.out_size()), 42.0f);
+  impl->forward(in.problem, in.q, in.k, in.v, out, {}, 1);  // inside fp16's range: computed
+  const std::vector<double> want = expected_output(in);
+  for (size_t i = 0; i < out.size(); ++i) CHECK(out[i] == Approx(want[i]).margin(1e-6));
+  in.k[3] = 1e5f;
+  std::fill(out.begin(), out.end(), 42.0f);
+  try {
+    impl->forward(in.problem, in.q, in.k, in.v, out, {}, 1);
+    FAIL("accepted");
+  } catch (const Unsupported& e) {
+    CHECK_THAT(e.what(), Catch::Contains("declining") && Catch::Contains("ATTN_ERR_UNSUPPORTED") &&
+                             Catch::Contains("K element 3 = 100000 is beyond what this plugin holds"));
+  }
+  for (float x : out) CHECK(x == 42.0f);  // nothing reaches the caller's buffer
+}

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "attncheck/attention.h"
 #include "attncheck/reference.h"
 #ifdef ATTNCHECK_HAVE_PEERS
@@ -110,6 +112,53 @@ class NaiveImplementation : public WeightsImplementation {
   Flaw flaw_;
 };
 
+// A correct implementation of a class narrower than float (fp16, bf16): Q, K
+// and V rounded to the class, the naive attention in float, O and A rounded to
+// the class. It declines (Unsupported) what the class cannot hold: an input
+// beyond the class's largest finite value, or a readable key's float logit
+// that overflows.
+class NarrowNaiveImplementation : public WeightsImplementation {
+ public:
+  NarrowNaiveImplementation(std::string name, Precision precision, Flaw flaw)
+      : WeightsImplementation(std::move(name), precision), flaw_(flaw) {}
+  void forward(const Problem& p, std::span<const float> q, std::span<const float> k,
+               std::span<const float> v, std::span<float> out, std::span<float> weights,
+               int) override {
+    validate(p, q, k, v);
+    const Shape& s = p.shape;
+    const std::vector<float> rq = rounded("Q", q, s, s.n_q, s.d_k);
+    const std::vector<float> rk = rounded("K", k, s, s.n_k, s.d_k);
+    const std::vector<float> rv = rounded("V", v, s, s.n_k, s.d_v);
+    try {
+      naive_attention<float>(p, rq, rk, rv, out, weights, flaw_, LogitOverflow::reject);
+    } catch (const Unsupported& e) {
+      throw Unsupported(fmt::format("{}: {}", name(), e.what()));
+    }
+    for (float& x : out) x = round_to_class(x, precision());
+    for (float& x : weights) x = round_to_class(x, precision());
+  }
+
+ private:
+  // The tensor ([batch][heads][rows][cols]) rounded to the class; Unsupported
+  // naming the first value beyond the class's largest finite value.
+  std::vector<float> rounded(const char* tensor, std::span<const float> x, const Shape& s, int64_t rows,
+                             int64_t cols) const {
+    const PrecisionClass& pc = precision_class(precision());
+    std::vector<float> r(x.size());
+    for (size_t idx = 0; idx < x.size(); ++idx) {
+      if (std::fabs(static_cast<double>(x[idx])) > pc.largest) {
+        const int64_t i = static_cast<int64_t>(idx);
+        throw Unsupported(fmt::format("{}: {}[b={}][h={}][row={}][col={}] = {:g} is beyond {}'s largest finite value {:g}",
+                                      name(), tensor, i / (cols * rows * s.heads), i / (cols * rows) % s.heads,
+                                      i / cols % rows, i % cols, x[idx], to_string(precision()), pc.largest));
+      }
+      r[idx] = round_to_class(x[idx], precision());
+    }
+    return r;
+  }
+  Flaw flaw_;
+};
+
 }  // namespace
 
 #ifdef ATTNCHECK_HAVE_PEERS
@@ -141,6 +190,8 @@ std::unique_ptr<Implementation> make_naive_implementation(Precision precision, F
     case Precision::fp64: return std::make_unique<NaiveImplementation<double>>(label, precision, flaw);
     case Precision::extended:
       return std::make_unique<NaiveImplementation<long double>>(label, precision, flaw);
+    case Precision::fp16:
+    case Precision::bf16: return std::make_unique<NarrowNaiveImplementation>(label, precision, flaw);
     default: break;
   }
   throw InvalidInput(fmt::format("no naive implementation in {}", to_string(precision)));
@@ -154,7 +205,7 @@ std::unique_ptr<Implementation> make_naive_peer(Precision precision) {
 
 std::vector<std::unique_ptr<Implementation>> make_mutants() {
   std::vector<std::unique_ptr<Implementation>> list;
-  for (const auto& [flaw, name] : all_flaws())
+  for (const auto& [flaw, name, killed_by] : all_flaws())
     list.push_back(make_naive_implementation(Precision::fp32, flaw, "mutant:" + name));
   return list;
 }

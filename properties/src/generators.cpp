@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <random>
 
 namespace attncheck {
 namespace {
@@ -17,7 +19,20 @@ Gen<int> signed_int(int max_abs) {
   return gen::map(natural(2 * max_abs), [](int x) { return x % 2 ? -(x + 1) / 2 : x / 2; });
 }
 
-enum class Profile { simple, uniform, wide, huge, tiny };
+enum class Profile { simple, uniform, wide, huge, tiny, peaked, near_max };
+
+// Peaked: ±(512 + m/16), m < 2^14: magnitudes in [512, 1536), logits up to ~1e6.
+float peaked_value(int x) {
+  return x == 0 ? 0.0f
+                : std::copysign(512.0f + std::ldexp(static_cast<float>(std::abs(x)), -4), static_cast<float>(x));
+}
+// Near the float maximum: ±10^(18 + 2·m/2^12), magnitudes in [1e18, 1e20):
+// products 1e36..1e40 around float's largest value 3.4e38.
+float near_max_value(int x) {
+  return x == 0 ? 0.0f
+                : std::copysign(static_cast<float>(std::pow(10.0, 18.0 + 2.0 * std::abs(x) / 4097.0)),
+                                static_cast<float>(x));
+}
 
 // One tensor value in a profile; every profile shrinks towards 0.
 Gen<float> gen_value(Profile profile) {
@@ -38,12 +53,117 @@ Gen<float> gen_value(Profile profile) {
       return gen::map(pick<float>({{4, 0.0f}, {2, 0x1p-149f}, {2, -0x1p-140f}, {2, 0x1.8p-127f},
                                    {2, -1e-30f}, {2, 1e-20f}, {2, 1.0f}}),
                       [](float x) { return x; });
+    case Profile::peaked:
+      return gen::map(signed_int(1 << 14), peaked_value);
+    case Profile::near_max:
+      return gen::map(signed_int(1 << 12), near_max_value);
   }
   return gen::just(0.0f);
 }
 
-Gen<std::vector<float>> gen_tensor(int64_t count, Profile profile) {
-  return gen::container<std::vector<float>>(static_cast<size_t>(count), gen_value(profile));
+// The same distributions drawn from a plain random engine, for tensors too
+// large to shrink element by element (long rows).
+float sample_value(Profile profile, std::mt19937_64& rng) {
+  auto signed_draw = [&rng](int max_abs) {
+    const int x = static_cast<int>(rng() % static_cast<uint64_t>(2 * max_abs + 1));
+    return x % 2 ? -(x + 1) / 2 : x / 2;
+  };
+  switch (profile) {
+    case Profile::simple: return static_cast<float>(signed_draw(3));
+    case Profile::uniform: return std::ldexp(static_cast<float>(signed_draw(1 << 21)), -20);
+    case Profile::wide: {
+      const int m = signed_draw(1 << 20);
+      return m == 0 ? 0.0f : std::ldexp(static_cast<float>(m), static_cast<int>(rng() % 37) - 50);
+    }
+    case Profile::huge: {
+      const int x = signed_draw(1 << 12);
+      return x == 0 ? 0.0f
+                    : std::copysign(8.0f + std::ldexp(static_cast<float>(std::abs(x)), -6), static_cast<float>(x));
+    }
+    case Profile::tiny: {
+      static const float values[] = {0.0f, 0.0f, 0x1p-149f, -0x1p-140f, 0x1.8p-127f, -1e-30f, 1e-20f, 1.0f};
+      return values[rng() % 8];
+    }
+    case Profile::peaked: return peaked_value(signed_draw(1 << 14));
+    case Profile::near_max: return near_max_value(signed_draw(1 << 12));
+  }
+  return 0.0f;
+}
+
+// Element by element (shrinkable), or, with `seeded`, from one drawn seed that
+// does not shrink: a long row's keys are not worth shrinking value by value
+// (its shape shrinks first) and would make every case slow to generate.
+Gen<std::vector<float>> gen_tensor(int64_t count, Profile profile, bool seeded) {
+  if (!seeded) return gen::container<std::vector<float>>(static_cast<size_t>(count), gen_value(profile));
+  return gen::map(gen::noShrink(natural(1 << 30)), [count, profile](int seed) {
+    std::mt19937_64 rng(static_cast<uint64_t>(seed));
+    std::vector<float> t(static_cast<size_t>(count));
+    for (float& x : t) x = sample_value(profile, rng);
+    return t;
+  });
+}
+
+// Extreme values a case may carry beyond its profiles, chosen per case.
+enum class Edge {
+  none,
+  peaked,      // Q and K peaked: logits up to ~1e6, rows near one-hot
+  near_max,    // Q and K in 1e18..1e20: some products and logits overflow float
+  near_max_q,  // Q in 1e18..1e20, K ordinary: huge finite logits (large queries)
+  near_max_k,  // K near the maximum, Q ordinary
+};
+
+double largest_abs(const std::vector<float>& t) {
+  double m = 0;
+  for (float x : t) m = std::max(m, static_cast<double>(std::fabs(x)));
+  return m;
+}
+
+void scale_by_power_of_two(std::vector<float>& t, int e) {
+  for (float& x : t) x = std::ldexp(x, e);
+}
+
+// The largest Σ_t |q_t·k_t|·stretch over every query and key of a slice
+// (masks ignored: an upper bound of every readable logit's magnitude), where
+// stretch = max(1, scale, 1/τ, scale/τ) covers every stage of the logit. When
+// the cheap bound d_k·max|q|·max|k|·stretch is at most `enough`, that bound.
+double largest_logit_magnitude(const Case& c, double enough) {
+  const Problem& p = c.problem;
+  const Shape& s = p.shape;
+  const double scale = p.effective_scale(), tau = p.temperature;
+  const double stretch = std::max({1.0, scale, 1 / tau, scale / tau});
+  const double quick = static_cast<double>(s.d_k) * largest_abs(c.q) * largest_abs(c.k) * stretch;
+  if (quick <= enough) return quick;
+  double m = 0;
+  for (int64_t slice = 0; slice < s.batch * s.heads; ++slice)
+    for (int64_t i = 0; i < s.n_q; ++i)
+      for (int64_t j = 0; j < s.n_k; ++j) {
+        double sum = 0;
+        const float* q = c.q.data() + (slice * s.n_q + i) * s.d_k;
+        const float* k = c.k.data() + (slice * s.n_k + j) * s.d_k;
+        for (int64_t t = 0; t < s.d_k; ++t) sum += std::fabs(static_cast<double>(q[t]) * k[t]);
+        m = std::max(m, sum);
+      }
+  return m * stretch;
+}
+
+// Whether the case's logits stay below half the class's largest value.
+bool logits_fit(const Case& c, const PrecisionClass& cls) {
+  return largest_logit_magnitude(c, cls.largest / 2) <= cls.largest / 2;
+}
+
+// Scales tensors by powers of two until every value lies within the class and,
+// unless `allow_overflow`, every logit below half its largest value.
+void fit_to_class(Case& c, const PrecisionClass& cls, bool allow_overflow) {
+  const double largest = std::min<double>(cls.largest, std::numeric_limits<float>::max());
+  for (std::vector<float>* t : {&c.q, &c.k, &c.v}) {
+    const double m = largest_abs(*t);
+    if (m > largest) scale_by_power_of_two(*t, -static_cast<int>(std::ceil(std::log2(m / largest))) - 1);
+  }
+  if (allow_overflow || logits_fit(c, cls)) return;
+  const double m = largest_logit_magnitude(c, 0);
+  const int e = static_cast<int>(std::ceil(std::log2(m / (cls.largest / 2)))) + 1;
+  scale_by_power_of_two(c.q, -(e + 1) / 2);
+  scale_by_power_of_two(c.k, -e / 2);
 }
 
 // Structures planted in the tensors after their values are drawn.
@@ -81,7 +201,42 @@ int64_t smallest_limit(const Problem& p, int64_t i) {
   return limit;
 }
 
+bool multiprecision_oracle(Precision p) { return p == Precision::extended || p == Precision::multiprecision; }
+
+// A long row's shape: one slice (two for multi_slice), few queries, modest d.
+Gen<Shape> gen_long_shape(const CaseRequest& r) {
+  return gen::exec([r] {
+    Shape s;
+    if (r.caps.batch_heads && r.multi_slice) {
+      if (*pick<bool>({{1, false}, {1, true}})) s.batch = 2;
+      else s.heads = 2;
+    }
+    const bool mp = multiprecision_oracle(r.precision);
+    s.n_q = mp ? 1 : *gen_length(kLongRowMaxQueries);
+    s.n_k = *gen_long_length(r.max_long_n_k);
+    const int64_t max_d = std::min<int64_t>(r.max_d, mp ? 16 : 64);
+    s.d_k = *gen_length(max_d);
+    s.d_v = r.caps.dv_ne_dk ? *gen_length(max_d) : s.d_k;
+    return s;
+  });
+}
+
 }  // namespace
+
+bool long_rows_enabled(const CaseRequest& r) {
+  return r.max_long_n_k > 0 && r.max_long_n_k > r.max_n && r.max_n >= kLongRowsMinMaxN && r.caps.cross;
+}
+
+Gen<int64_t> gen_long_length(int64_t max) {
+  std::vector<std::pair<int, int64_t>> options;
+  for (int64_t n : {1000, 1024, 1025, 2047, 2048, 2049, 4095, 4096})
+    if (n <= max) options.push_back({2, n});
+  options.push_back({4, -1});  // any length
+  const int64_t lo = std::min<int64_t>(1000, max);
+  return gen::mapcat(pick(options), [lo, max](int64_t n) {
+    return n > 0 ? gen::just(n) : gen::resize(100, gen::inRange<int64_t>(lo, max + 1));
+  });
+}
 
 Gen<int64_t> gen_length(int64_t max) {
   std::vector<std::pair<int, int64_t>> options;
@@ -96,6 +251,8 @@ Gen<int64_t> gen_length(int64_t max) {
 
 Gen<Shape> gen_shape(const CaseRequest& r) {
   return gen::exec([r] {
+    if (long_rows_enabled(r) && *pick<bool>({{100 - kLongRowPercent, false}, {kLongRowPercent, true}}))
+      return *gen_long_shape(r);
     Shape s;
     if (r.caps.batch_heads) {
       s.batch = 1 + *natural(2);
@@ -151,8 +308,14 @@ Gen<Problem> gen_problem(const CaseRequest& r, const Shape& s) {
       m.batch = *pick<int64_t>({{1, 1}, {1, s.batch}});
       m.heads = *pick<int64_t>({{1, 1}, {1, s.heads}});
       const int64_t count = m.batch * m.heads * s.n_q * s.n_k;
-      m.allowed = *gen::container<std::vector<uint8_t>>(static_cast<size_t>(count),
-                                                        pick<uint8_t>({{3, 1}, {2, 0}}));
+      if (s.n_k > r.max_n) {  // a long row: from one seed, as its tensors
+        std::mt19937_64 rng(static_cast<uint64_t>(*gen::noShrink(natural(1 << 30))));
+        m.allowed.resize(static_cast<size_t>(count));
+        for (uint8_t& x : m.allowed) x = rng() % 5 < 3 ? 1 : 0;
+      } else {
+        m.allowed = *gen::container<std::vector<uint8_t>>(static_cast<size_t>(count),
+                                                          pick<uint8_t>({{3, 1}, {2, 0}}));
+      }
       p.mask = m;
       if (avoid_empty) {
         // At least one readable key per row: allow one below every batch element's limit.
@@ -201,23 +364,53 @@ Gen<Case> gen_case(const CaseRequest& r) {
     return gen::mapcat(gen_problem(r, s), [r](const Problem& p) {
       return gen::exec([r, p] {
         const Shape& shape = p.shape;
+        const PrecisionClass& cls = precision_class(r.precision);
+        // Inputs of 1e20 only for classes that hold them (not fp16).
+        const bool holds_near_max = cls.largest >= 1e21;
+        std::vector<std::pair<int, Edge>> edges = {{80, Edge::none}};
+        if (!r.integer_qk) {
+          // Mask requests favour large queries: masked keys meet huge logits.
+          edges.push_back({r.masked_key ? 12 : 8, Edge::peaked});
+          if (holds_near_max)
+            edges.insert(edges.end(),
+                         {{5, Edge::near_max}, {r.masked_key ? 10 : 3, Edge::near_max_q}, {2, Edge::near_max_k}});
+        }
+        const Edge edge = *pick(edges);
         std::vector<std::pair<int, Profile>> qk = {{4, Profile::simple}};
         if (!r.integer_qk)
           qk.insert(qk.end(), {{4, Profile::uniform}, {2, Profile::wide}, {2, Profile::huge}, {1, Profile::tiny}});
         const std::vector<std::pair<int, Profile>> vp = {
             {4, Profile::simple}, {4, Profile::uniform}, {2, Profile::wide}, {1, Profile::tiny}};
+        Profile qp = *pick(qk), kp = *pick(qk);
+        const Profile vpp = *pick(vp);
+        if (edge == Edge::peaked) qp = kp = Profile::peaked;
+        if (edge == Edge::near_max || edge == Edge::near_max_q) qp = Profile::near_max;
+        if (edge == Edge::near_max || edge == Edge::near_max_k) kp = Profile::near_max;
+        // Ordinary shapes never exceed max_n: n_k beyond it is a long row.
+        const bool long_row = shape.n_k > r.max_n;
         Case c;
         c.problem = p;
-        c.q = *gen_tensor(shape.q_size(), *pick(qk));
-        c.k = *gen_tensor(shape.k_size(), *pick(qk));
-        c.v = *gen_tensor(shape.v_size(), *pick(vp));
+        c.q = *gen_tensor(shape.q_size(), qp, false);
+        c.k = *gen_tensor(shape.k_size(), kp, long_row);
+        c.v = *gen_tensor(shape.v_size(), vpp, long_row);
         Structure st;
         st.tie = *pick<bool>({{3, false}, {1, true}});
         st.repeat_v = *pick<bool>({{4, false}, {1, true}});
         st.cancel_v = *pick<bool>({{4, false}, {1, true}});
         st.row_scales = *pick<bool>({{4, false}, {1, true}});
         st.key_shift = *pick<bool>({{4, false}, {1, true}});
+        const std::vector<float> q0 = c.q, k0 = c.k, v0 = c.v;
         plant(st, shape, c.q, c.k, c.v);
+        const bool allow_overflow = edge == Edge::near_max || edge == Edge::near_max_q || edge == Edge::near_max_k;
+        if (r.integer_qk && !logits_fit(c, cls)) {
+          // Scaling would break the integers: plant without the scaled rows.
+          st.row_scales = st.key_shift = false;
+          c.q = q0, c.k = k0, c.v = v0;
+          plant(st, shape, c.q, c.k, c.v);
+          // Still too large (a small τ): a larger τ, by powers of two, instead.
+          while (!logits_fit(c, cls) && c.problem.temperature < 1e3) c.problem.temperature *= 2;
+        }
+        fit_to_class(c, cls, allow_overflow);
         c.labels["aux"] = std::to_string(*natural(1 << 20));
         return c;
       });

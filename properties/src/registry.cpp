@@ -44,11 +44,15 @@ void register_builtins(std::map<std::string, Entry>& r) {
                          "the reference in 50 decimal digits (slow)"};
   r["naive-fp32"] = {[](const std::string&) { return make_naive_implementation(Precision::fp32); },
                      "a naive row-by-row fp32 attention (reverse summation order)"};
+  r["naive-fp16"] = {[](const std::string&) { return make_naive_implementation(Precision::fp16); },
+                     "the naive attention of the fp16 class: inputs, O and A rounded to fp16, computed in fp32"};
+  r["naive-bf16"] = {[](const std::string&) { return make_naive_implementation(Precision::bf16); },
+                     "the naive attention of the bf16 class: inputs, O and A rounded to bf16, computed in fp32"};
 #ifdef ATTNCHECK_HAVE_PEERS
   r["naive-eigen"] = {[](const std::string&) { return make_naive_eigen_implementation(); },
                       "the naive fp32 Eigen composition of the bench peers"};
 #endif
-  for (const auto& [flaw, name] : all_flaws()) {
+  for (const auto& [flaw, name, killed_by] : all_flaws()) {
     const Flaw f = flaw;
     const std::string full = "mutant:" + name;
     r[full] = {[f, full](const std::string&) { return make_naive_implementation(Precision::fp32, f, full); },

@@ -18,6 +18,7 @@
 #include <rapidcheck/detail/Configuration.h>
 
 #include "attncheck/builtin_implementations.h"
+#include "attncheck/naive.h"
 #include "attncheck/tolerance.h"
 
 namespace attncheck {
@@ -25,8 +26,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Evaluations spent shrinking one failure.
-constexpr int kShrinkBudget = 400;
+// Distinct notes kept per property; further ones are only counted.
+constexpr size_t kMaxNotes = 20;
 
 uint64_t fnv1a(const std::string& text) {
   uint64_t h = 1469598103934665603ull;
@@ -75,6 +76,29 @@ struct Verdict {
   std::optional<Status> fault;
 };
 
+// An implementation that declines a case (Unsupported or InvalidInput thrown
+// by forward()) is within its rights when the case is beyond its precision
+// class (DESIGN.md "Range"); inside the class's range it is a failure.
+Outcome judge_declined(Implementation& impl, const Case& c, const std::string& what, const char* in_range) {
+  Outcome o;
+  std::optional<std::string> beyond;
+  try {
+    beyond = out_of_class_range(c, impl.precision());
+  } catch (const std::exception& e) {
+    o.ok = false;
+    o.message = fmt::format("{}{} (and the range check threw: {})", in_range, what, e.what());
+    return o;
+  }
+  if (beyond) {
+    o.unsupported = true;
+    o.message = fmt::format("declined a case out of range for {} ({}): {}", to_string(impl.precision()), *beyond, what);
+  } else {
+    o.ok = false;
+    o.message = in_range + what;
+  }
+  return o;
+}
+
 Verdict judge_case(const Property& property, Implementation& impl, const Case& c, int threads) {
   Verdict v;
   try {
@@ -84,14 +108,29 @@ Verdict judge_case(const Property& property, Implementation& impl, const Case& c
     v.outcome.ok = false;
     v.outcome.message = fmt::format("the implementation {}: {}",
                                     *v.fault == Status::timed_out ? "timed out" : "crashed", f.what());
+  } catch (const Unsupported& e) {
+    v.outcome = judge_declined(impl, c, e.what(), "declined a case inside its class's range: ");
   } catch (const InvalidInput& e) {
-    v.outcome.ok = false;
-    v.outcome.message = std::string("rejected a valid case: ") + e.what();
+    v.outcome = judge_declined(impl, c, e.what(), "rejected a valid case: ");
   } catch (const std::exception& e) {
     v.outcome.ok = false;
     v.outcome.message = std::string("threw: ") + e.what();
   }
   return v;
+}
+
+// Writes r.counterexample (labelled) to failures_dir and sets r.case_file.
+void write_counterexample_file(PropertyResult& r, const std::string& implementation, const std::string& failures_dir) {
+  if (failures_dir.empty() || !r.counterexample) return;
+  try {
+    std::filesystem::create_directories(failures_dir);
+    const std::string path = fmt::format("{}/{}-{:08x}.json", failures_dir, r.name,
+                                         fnv1a(case_to_json(*r.counterexample) + implementation) & 0xffffffffu);
+    write_case_file(*r.counterexample, path);
+    r.case_file = path;
+  } catch (const std::exception& e) {
+    r.message += fmt::format(" (case file not written: {})", e.what());
+  }
 }
 
 void record_counterexample(PropertyResult& r, Implementation& impl, Case c, const Outcome& o,
@@ -101,17 +140,8 @@ void record_counterexample(PropertyResult& r, Implementation& impl, Case c, cons
   c.labels["implementation"] = impl.name();
   c.labels["message"] = o.message;
   r.message = o.message;
-  if (!options.failures_dir.empty()) {
-    try {
-      std::filesystem::create_directories(options.failures_dir);
-      const std::string path = fmt::format("{}/{}-{:08x}.json", options.failures_dir, r.name,
-                                           fnv1a(case_to_json(c) + impl.name()) & 0xffffffffu);
-      write_case_file(c, path);
-      r.case_file = path;
-    } catch (const std::exception& e) {
-      r.message += fmt::format(" (case file not written: {})", e.what());
-    }
-  }
+  r.counterexample = c;
+  write_counterexample_file(r, impl.name(), options.failures_dir);
   if (r.status != Status::timed_out) {
     try {
       r.tables = compare_slice(impl, c, o.slice_b, o.slice_h);
@@ -119,7 +149,14 @@ void record_counterexample(PropertyResult& r, Implementation& impl, Case c, cons
       r.tables = {{"slice", {o.slice_b, o.slice_h}}, {"error", e.what()}};
     }
   }
-  r.counterexample = std::move(c);
+}
+
+void add_notes(std::vector<std::string>& notes, int& dropped, const std::vector<std::string>& more) {
+  for (const std::string& n : more) {
+    if (std::find(notes.begin(), notes.end(), n) != notes.end()) continue;
+    if (notes.size() < kMaxNotes) notes.push_back(n);
+    else ++dropped;
+  }
 }
 
 // RapidCheck prints its configuration to stderr the first time it loads it;
@@ -150,8 +187,48 @@ std::string to_string(Status s) {
     case Status::skipped: return "SKIPPED";
     case Status::crashed: return "CRASHED";
     case Status::timed_out: return "TIMED_OUT";
+    case Status::inconclusive: return "INCONCLUSIVE";
   }
   return "?";
+}
+
+std::string to_string(MutantVerdict v) {
+  switch (v) {
+    case MutantVerdict::killed_as_expected: return "KILLED_AS_EXPECTED";
+    case MutantVerdict::escaped: return "ESCAPED";
+    case MutantVerdict::killed_unexpectedly: return "KILLED_UNEXPECTEDLY";
+  }
+  return "?";
+}
+
+bool inconclusive_flagged(const PropertyResult& r) {
+  const int checked = r.cases + r.inconclusive;
+  return r.inconclusive > 0 && r.inconclusive > kInconclusiveFlagFraction * checked;
+}
+
+std::string inconclusive_text(const PropertyResult& r) {
+  if (r.inconclusive == 0) return "";
+  const int checked = r.cases + r.inconclusive;
+  return fmt::format("{} of {} checked cases ({:.0f} %) inconclusive{}: {}", r.inconclusive, checked,
+                     100.0 * r.inconclusive / checked,
+                     inconclusive_flagged(r) ? fmt::format(", more than {:.0f} %", 100 * kInconclusiveFlagFraction) : "",
+                     r.inconclusive_reason);
+}
+
+bool is_kill(const PropertyResult& r) { return r.status == Status::failed && r.counterexample.has_value(); }
+
+MutantVerdict mutant_verdict(const std::vector<KillCell>& row) {
+  bool any = false, expected = false;
+  for (const KillCell& c : row) {
+    any = any || c.kill;
+    expected = expected || (c.kill && c.expected);
+  }
+  return expected ? MutantVerdict::killed_as_expected : any ? MutantVerdict::killed_unexpectedly : MutantVerdict::escaped;
+}
+
+bool all_mutants_killed_as_expected(const std::vector<MutantResult>& mutants) {
+  return std::all_of(mutants.begin(), mutants.end(),
+                     [](const MutantResult& m) { return m.verdict == MutantVerdict::killed_as_expected; });
 }
 
 PropertyResult run_property(Implementation& impl, const Property& property, const VerifyOptions& options) {
@@ -170,40 +247,68 @@ PropertyResult run_property(Implementation& impl, const Property& property, cons
   CaseRequest request = property.request(caps);
   request.max_n = options.max_n;
   request.max_d = std::min<int64_t>(options.max_n, 64);
+  request.precision = impl.precision();
   const rc::Gen<Case> gen = gen_case(request);
   load_rapidcheck_configuration_quietly();
 
+  // Why the run stopped drawing cases before RapidCheck's own limits.
+  enum class Stop { none, timeout, discards, inconclusive, unsupported };
   struct State {
     std::optional<Case> failing;  // the last failing case: after shrinking, the minimal one
     Outcome failing_outcome;
     std::optional<Status> fault;
-    bool stop = false;  // after a timeout, further calls would only time out again
-    int discarded = 0;
+    Stop stop = Stop::none;  // after a timeout, further calls would only time out again
+    int discarded = 0, inconclusive = 0, unsupported = 0;
+    std::string inconclusive_reason, unsupported_reason;
+    std::vector<std::string> notes;
+    int dropped_notes = 0;
     int shrink_steps = 0;
     std::optional<double> worst;
     std::set<std::string> oracles;
   } state;
+  // Each budget is counted outside shrinking only; past it the run discards
+  // every further case without evaluating it, until RapidCheck gives up.
+  const int64_t cases = std::max(options.cases, 0);
+  auto over = [&](int count, int budget) { return count > budget * cases; };
 
   auto body = [&] {
+    if (state.stop != Stop::none) RC_DISCARD("stopped");
     const Case c = *gen;
-    if (state.stop) RC_DISCARD("stopped after a timeout");
+    const bool shrinking = state.failing.has_value();
     // Shrinking stops after a budget of evaluations: the smallest failing case
     // found so far is kept (discarded candidates are never accepted).
-    if (state.failing && ++state.shrink_steps > kShrinkBudget) RC_DISCARD("shrink budget spent");
+    if (shrinking && ++state.shrink_steps > options.shrink_budget) RC_DISCARD("shrink budget spent");
     Verdict v = judge_case(property, impl, c, options.threads);
-    if (v.outcome.discard) {
-      ++state.discarded;
-      RC_DISCARD(v.outcome.message);
+    const Outcome& o = v.outcome;
+    // A failure wins over the flags; of the flags, discard, then unsupported, then inconclusive.
+    if (o.discard) {
+      if (!shrinking && over(++state.discarded, kDiscardBudget)) state.stop = Stop::discards;
+      RC_DISCARD(o.message);
     }
-    if (v.outcome.worst_ratio && (!state.worst || *v.outcome.worst_ratio > *state.worst))
-      state.worst = v.outcome.worst_ratio;
-    if (!v.outcome.oracle.empty()) state.oracles.insert(v.outcome.oracle);
-    if (!v.outcome.ok) {
+    if (!o.oracle.empty()) state.oracles.insert(o.oracle);
+    if (!shrinking) add_notes(state.notes, state.dropped_notes, o.notes);
+    if (o.ok && o.unsupported) {
+      if (!shrinking) {
+        if (state.unsupported_reason.empty()) state.unsupported_reason = o.message;
+        if (over(++state.unsupported, kUnsupportedBudget)) state.stop = Stop::unsupported;
+      }
+      RC_DISCARD(o.message);
+    }
+    if (o.ok && o.inconclusive) {
+      // Never a pass: RapidCheck draws another case in its place.
+      if (!shrinking) {
+        if (state.inconclusive_reason.empty()) state.inconclusive_reason = o.message;
+        if (over(++state.inconclusive, kInconclusiveBudget)) state.stop = Stop::inconclusive;
+      }
+      RC_DISCARD(o.message);
+    }
+    if (o.worst_ratio && (!state.worst || *o.worst_ratio > *state.worst)) state.worst = o.worst_ratio;
+    if (!o.ok) {
       state.failing = c;
-      state.failing_outcome = v.outcome;
+      state.failing_outcome = o;
       if (v.fault) state.fault = v.fault;
-      if (v.fault == Status::timed_out) state.stop = true;
-      RC_FAIL(v.outcome.message);
+      if (v.fault == Status::timed_out) state.stop = Stop::timeout;
+      RC_FAIL(o.message);
     }
   };
 
@@ -211,7 +316,10 @@ PropertyResult run_property(Implementation& impl, const Property& property, cons
   params.seed = options.seed ^ fnv1a(property.name);
   params.maxSuccess = options.cases;
   params.maxSize = 100;
-  params.maxDiscardRatio = 10;
+  params.disableShrinking = options.shrink_budget <= 0;
+  // Above the sum of attncheck's own budgets, so that RapidCheck gives up only
+  // after one of them stopped the run (then quickly: stopped cases are not evaluated).
+  params.maxDiscardRatio = kDiscardBudget + kInconclusiveBudget + kUnsupportedBudget + 2;
   rc::detail::TestMetadata metadata;
   metadata.id = property.name;
   metadata.description = property.sentence;
@@ -220,6 +328,12 @@ PropertyResult run_property(Implementation& impl, const Property& property, cons
       rc::detail::checkProperty(rc::detail::toProperty(body), metadata, params, listener);
 
   r.discarded = state.discarded;
+  r.inconclusive = state.inconclusive;
+  r.unsupported = state.unsupported;
+  r.inconclusive_reason = state.inconclusive_reason;
+  r.unsupported_reason = state.unsupported_reason;
+  r.notes = state.notes;
+  if (state.dropped_notes > 0) r.notes.push_back(fmt::format("({} further distinct notes not kept)", state.dropped_notes));
   r.worst_ratio = property.has_bound ? state.worst : std::nullopt;
   r.oracles.assign(state.oracles.begin(), state.oracles.end());
   rc::detail::SuccessResult success;
@@ -241,9 +355,28 @@ PropertyResult run_property(Implementation& impl, const Property& property, cons
     }
   } else if (result.match(gave_up)) {
     r.cases = gave_up.numSuccess;
-    r.status = Status::failed;
-    r.message = fmt::format("gave up after {} cases: {} cases discarded ({})", r.cases, r.discarded,
-                            gave_up.description);
+    if (state.stop == Stop::inconclusive) {
+      r.status = Status::inconclusive;
+      r.message = fmt::format("only {} of {} cases could be judged: {} were inconclusive ({})", r.cases, options.cases,
+                              r.inconclusive, r.inconclusive_reason);
+    } else if (state.stop == Stop::unsupported && r.cases == 0 && r.inconclusive == 0) {
+      r.status = Status::skipped;
+      r.skipped_reason = fmt::format("the implementation declined every case ({}) as out of range for its class: {}",
+                                     r.unsupported, r.unsupported_reason);
+    } else if (state.stop == Stop::unsupported && r.cases == 0) {
+      r.status = Status::inconclusive;
+      r.message = fmt::format("no case could be judged: {} declined as out of range, {} inconclusive ({})",
+                              r.unsupported, r.inconclusive, r.inconclusive_reason);
+    } else if (state.stop == Stop::unsupported) {
+      // Every case it accepted passed; the counts say how few those were.
+      r.status = Status::passed;
+      r.message = fmt::format("only {} of {} cases ran: {} were declined as out of range", r.cases, options.cases,
+                              r.unsupported);
+    } else {
+      r.status = Status::failed;
+      r.message = fmt::format("gave up after {} cases: {} cases discarded ({})", r.cases, r.discarded,
+                              gave_up.description);
+    }
   } else if (result.match(error)) {
     r.status = Status::failed;
     r.message = "RapidCheck error: " + error.description;
@@ -292,12 +425,26 @@ std::vector<PropertyResult> replay_case(Implementation& impl, const Case& c, con
       continue;
     }
     const Verdict v = judge_case(*p, impl, c, options.threads);
-    r.cases = v.outcome.discard ? 0 : 1;
-    r.worst_ratio = p->has_bound ? v.outcome.worst_ratio : std::nullopt;
-    if (!v.outcome.oracle.empty()) r.oracles.push_back(v.outcome.oracle);
-    if (v.outcome.discard) {
+    const Outcome& o = v.outcome;
+    const bool judged = !o.discard && (!o.ok || (!o.unsupported && !o.inconclusive));
+    r.cases = judged ? 1 : 0;
+    r.worst_ratio = p->has_bound && judged ? o.worst_ratio : std::nullopt;
+    if (!o.oracle.empty()) r.oracles.push_back(o.oracle);
+    int dropped = 0;
+    add_notes(r.notes, dropped, o.notes);
+    if (o.discard) {
       r.status = Status::skipped;
-      r.skipped_reason = "the case does not exercise it: " + v.outcome.message;
+      r.skipped_reason = "the case does not exercise it: " + o.message;
+    } else if (o.ok && o.unsupported) {
+      r.status = Status::skipped;
+      r.unsupported = 1;
+      r.unsupported_reason = o.message;
+      r.skipped_reason = o.message;
+    } else if (o.ok && o.inconclusive) {
+      r.status = Status::inconclusive;
+      r.inconclusive = 1;
+      r.inconclusive_reason = o.message;
+      r.message = "the case could not be judged: " + o.message;
     } else if (!v.outcome.ok) {
       r.status = v.fault.value_or(Status::failed);
       r.message = v.outcome.message;
@@ -316,27 +463,127 @@ std::vector<PropertyResult> replay_case(Implementation& impl, const Case& c, con
 }
 
 std::vector<MutantResult> hunt_mutants(const VerifyOptions& options) {
+  std::map<std::string, std::vector<std::string>> expected;
+  for (const FlawInfo& f : all_flaws()) expected["mutant:" + f.name] = f.killed_by;
+  return hunt_mutants(make_mutants(), expected, options);
+}
+
+std::vector<MutantResult> hunt_mutants(std::vector<std::unique_ptr<Implementation>> mutants,
+                                       const std::map<std::string, std::vector<std::string>>& expected,
+                                       const VerifyOptions& options) {
+  std::vector<const Property*> selected;
+  for (const Property& p : all_properties())
+    if (options.properties.empty() ||
+        std::find(options.properties.begin(), options.properties.end(), p.name) != options.properties.end())
+      selected.push_back(&p);
   std::vector<MutantResult> results;
-  for (auto& mutant : make_mutants()) {
+  for (auto& mutant : mutants) {
     MutantResult m;
     m.name = mutant->name();
+    if (auto it = expected.find(m.name); it != expected.end()) m.expected_killers = it->second;
+    // The matrix needs a verdict per cell, not a minimal case: cells are not
+    // shrunk, and only the shown counterexample is shrunk and written, below.
     VerifyOptions o = options;
-    for (const Property& p : all_properties()) {
-      if (!options.properties.empty() &&
-          std::find(options.properties.begin(), options.properties.end(), p.name) == options.properties.end())
-        continue;
-      const PropertyResult r = run_property(*mutant, p, o);
-      if (r.status == Status::passed || r.status == Status::skipped) continue;
+    o.failures_dir.clear();
+    o.shrink_budget = 0;
+    if (options.progress)
+      o.progress = [&](const std::string& property, int done, int total, bool shrinking) {
+        options.progress(m.name + " " + property, done, total, shrinking);
+      };
+    std::optional<PropertyResult> shown;
+    const Property* shown_property = nullptr;
+    int shown_cases = 0;
+    for (const Property* p : selected) {
+      KillCell cell;
+      cell.property = p->name;
+      cell.expected =
+          std::find(m.expected_killers.begin(), m.expected_killers.end(), p->name) != m.expected_killers.end();
+      o.cases = cell.expected || options.matrix_cases <= 0 ? options.cases : std::min(options.cases, options.matrix_cases);
+      PropertyResult r = run_property(*mutant, *p, o);
+      cell.status = r.status;
+      cell.kill = is_kill(r);
+      m.matrix.push_back(cell);
+      // Show the first expected killer's counterexample, else the first killer's.
+      const bool shown_expected =
+          shown && std::find(m.expected_killers.begin(), m.expected_killers.end(), shown->name) != m.expected_killers.end();
+      if (cell.kill && (!shown || (cell.expected && !shown_expected))) {
+        shown = std::move(r);
+        shown_property = p;
+        shown_cases = o.cases;
+      }
+    }
+    m.verdict = mutant_verdict(m.matrix);
+    if (shown) {
       m.killed = true;
-      m.killed_by = p.name;
-      m.message = r.message;
-      m.case_file = r.case_file;
-      if (r.counterexample) m.case_name = canonical_name(r.counterexample->problem);
-      break;
+      // The same seed and case count find the same failure again, now shrunk to a minimal case.
+      VerifyOptions again = options;
+      again.cases = shown_cases;
+      again.progress = o.progress;
+      PropertyResult shrunk = run_property(*mutant, *shown_property, again);
+      if (is_kill(shrunk)) shown = std::move(shrunk);
+      else write_counterexample_file(*shown, m.name, options.failures_dir);
+      m.killed_by = shown->name;
+      m.message = shown->message;
+      m.case_file = shown->case_file;
+      m.case_name = canonical_name(shown->counterexample->problem);
     }
     results.push_back(std::move(m));
   }
   return results;
+}
+
+std::string format_kill_matrix(const std::vector<MutantResult>& mutants) {
+  std::vector<std::string> columns;
+  for (const MutantResult& m : mutants)
+    for (const KillCell& c : m.matrix)
+      if (std::find(columns.begin(), columns.end(), c.property) == columns.end()) columns.push_back(c.property);
+  size_t width = 6;
+  for (const MutantResult& m : mutants) width = std::max(width, m.name.size());
+  std::string text = fmt::format("{:<{}}", "mutant", width);
+  for (size_t i = 0; i < columns.size(); ++i) text += fmt::format(" {:>3}", i + 1);
+  text += "  verdict\n";
+  for (const MutantResult& m : mutants) {
+    text += fmt::format("{:<{}}", m.name, width);
+    for (const std::string& property : columns) {
+      const auto cell = std::find_if(m.matrix.begin(), m.matrix.end(),
+                                     [&](const KillCell& c) { return c.property == property; });
+      if (cell == m.matrix.end()) {
+        text += "    ";
+        continue;
+      }
+      char code = 'G';
+      if (cell->kill) code = 'K';
+      else if (cell->status == Status::passed) code = '.';
+      else if (cell->status == Status::skipped) code = 's';
+      else if (cell->status == Status::inconclusive) code = 'i';
+      else if (cell->status == Status::crashed) code = 'C';
+      else if (cell->status == Status::timed_out) code = 'T';
+      text += cell->expected ? fmt::format(" [{}]", code) : fmt::format("  {} ", code);
+    }
+    text += "  " + to_string(m.verdict) + "\n";
+  }
+  text += "columns:";
+  for (size_t i = 0; i < columns.size(); ++i) text += fmt::format(" {} {}{}", i + 1, columns[i], i + 1 < columns.size() ? "," : "");
+  text += "\ncells: K killed (FAILED with a counterexample), . passed, s skipped, i inconclusive, C crashed, "
+          "T timed out, G gave up or FAILED without a counterexample; [ ] an expected killer\n";
+  for (const MutantResult& m : mutants) {
+    if (m.killed)
+      text += fmt::format("{}: killed by {}, minimal case {}{}\n", m.name, m.killed_by, m.case_name,
+                          m.case_file.empty() ? "" : " (" + m.case_file + ")");
+    if (m.verdict == MutantVerdict::killed_as_expected) continue;
+    std::vector<std::string> expected;
+    for (const std::string& e : m.expected_killers) {
+      const auto cell = std::find_if(m.matrix.begin(), m.matrix.end(), [&](const KillCell& c) { return c.property == e; });
+      expected.push_back(cell == m.matrix.end() ? e + " not run" : e + " " + to_string(cell->status));
+    }
+    const std::string expectation =
+        m.expected_killers.empty() ? "no expected killer is named" : fmt::format("expected killers: {}", fmt::join(expected, ", "));
+    text += m.verdict == MutantVerdict::escaped
+                ? fmt::format("{}: ESCAPED: no property failed with a counterexample ({})\n", m.name, expectation)
+                : fmt::format("{}: KILLED_UNEXPECTEDLY: killed only by properties not expected to kill it ({})\n",
+                              m.name, expectation);
+  }
+  return text;
 }
 
 nlohmann::json error_versus_n(Implementation& impl, const std::vector<int64_t>& sizes) {
@@ -355,7 +602,7 @@ nlohmann::json error_versus_n(Implementation& impl, const std::vector<int64_t>& 
       const Oracle oracle = choose_oracle(c.problem, impl.precision());
       const std::vector<double> ref = oracle_attention(oracle, c, nullptr);
       const Run r = run_implementation(impl, c, false, 1);
-      const ErrorBounds eb = forward_error_bounds(c, {unit_roundoff(impl.precision())});
+      const ErrorBounds eb = forward_error_bounds(c, {impl.precision()});
       const Comparison cmp = compare(r.out, ref, eb.out);
       double max_abs = 0;
       for (size_t i = 0; i < ref.size(); ++i) max_abs = std::max(max_abs, std::fabs(r.out[i] - ref[i]));
@@ -376,7 +623,7 @@ nlohmann::json compare_slice(Implementation& impl, const Case& c, int64_t b, int
   std::vector<double> ref_a;
   const std::vector<double> ref_o = oracle_attention(oracle, c, &ref_a);
   const Run r = run_implementation(impl, c, w, 1);
-  const ErrorBounds eb = forward_error_bounds(c, {unit_roundoff(impl.precision())});
+  const ErrorBounds eb = forward_error_bounds(c, {impl.precision()});
   const int64_t slice = b * s.heads + h;
   auto matrix = [](auto first, int64_t rows, int64_t cols) {
     nlohmann::json m = nlohmann::json::array();

@@ -78,7 +78,7 @@ int count(const VerifyReport& r, Status s) {
 
 std::string verify_json(const VerifyReport& report) {
   json j;
-  j["json_schema_version"] = 1;
+  j["json_schema_version"] = kVerifyJsonSchemaVersion;
   j["tool"] = "attncheck verify";
   j["implementation"] = {{"name", report.implementation},
                          {"precision", to_string(report.precision)},
@@ -111,6 +111,12 @@ std::string verify_json(const VerifyReport& report) {
     e["status"] = to_string(p.status);
     e["cases"] = p.cases;
     e["discarded"] = p.discarded;
+    e["inconclusive"] = p.inconclusive;
+    e["inconclusive_flagged"] = inconclusive_flagged(p);
+    e["inconclusive_reason"] = p.inconclusive > 0 ? json(p.inconclusive_reason) : json(nullptr);
+    e["unsupported"] = p.unsupported;
+    e["unsupported_reason"] = p.unsupported > 0 ? json(p.unsupported_reason) : json(nullptr);
+    e["notes"] = p.notes;
     e["seconds"] = p.seconds;
     e["worst_error_over_bound"] =
         p.worst_ratio ? (std::isfinite(*p.worst_ratio) ? json(*p.worst_ratio) : json(1e308)) : json(nullptr);
@@ -118,7 +124,8 @@ std::string verify_json(const VerifyReport& report) {
     if (p.oracles.size() > 1) e["oracles"] = p.oracles;
     if (p.status == Status::skipped) e["skipped_reason"] = p.skipped_reason;
     e["not_exercised"] = p.not_exercised;
-    if (p.status != Status::passed && p.status != Status::skipped) {
+    if (!p.message.empty() && (p.status == Status::passed || p.status == Status::inconclusive)) e["message"] = p.message;
+    if (p.status == Status::failed || p.status == Status::crashed || p.status == Status::timed_out) {
       json ce;
       ce["message"] = p.message;
       ce["seed"] = report.options.seed;
@@ -133,34 +140,51 @@ std::string verify_json(const VerifyReport& report) {
   j["error_vs_n"] = report.error_vs_n;
   if (!report.mutants.empty()) {
     json m = json::array();
-    for (const MutantResult& r : report.mutants)
+    for (const MutantResult& r : report.mutants) {
+      json matrix = json::array();
+      for (const KillCell& c : r.matrix)
+        matrix.push_back({{"property", c.property}, {"status", to_string(c.status)}, {"kill", c.kill}, {"expected", c.expected}});
       m.push_back({{"name", r.name},
                    {"killed", r.killed},
                    {"killed_by", r.killed ? json(r.killed_by) : json(nullptr)},
-                   {"case_name", r.killed ? json(r.case_name) : json(nullptr)}});
+                   {"case_name", r.killed ? json(r.case_name) : json(nullptr)},
+                   {"message", r.killed ? json(r.message) : json(nullptr)},
+                   {"case_file", r.case_file.empty() ? json(nullptr) : json(r.case_file)},
+                   {"expected_killers", r.expected_killers},
+                   {"verdict", to_string(r.verdict)},
+                   {"matrix", matrix}});
+    }
     j["mutants"] = m;
   }
   j["summary"] = {{"passed", count(report, Status::passed)},
                   {"failed", count(report, Status::failed)},
                   {"skipped", count(report, Status::skipped)},
                   {"crashed", count(report, Status::crashed)},
-                  {"timed_out", count(report, Status::timed_out)}};
+                  {"timed_out", count(report, Status::timed_out)},
+                  {"inconclusive", count(report, Status::inconclusive)}};
   return j.dump(2) + "\n";
 }
 
 std::string verify_junit(const VerifyReport& report) {
   double total = 0;
   for (const auto& p : report.properties) total += p.seconds;
+  // A testcase is reported skipped when the property was skipped, is
+  // INCONCLUSIVE, or passed with inconclusive cases (they are never a pass).
+  auto junit_skipped = [](const PropertyResult& p) {
+    return p.status == Status::skipped || p.status == Status::inconclusive ||
+           (p.status == Status::passed && p.inconclusive > 0);
+  };
+  int skipped = 0;
+  for (const auto& p : report.properties) skipped += junit_skipped(p);
   const int failures = count(report, Status::failed);
   const int errors = count(report, Status::crashed) + count(report, Status::timed_out);
   std::string x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   x += fmt::format("<testsuites tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n",
-                   report.properties.size(), failures, errors, count(report, Status::skipped), total);
+                   report.properties.size(), failures, errors, skipped, total);
   x += fmt::format(
       "  <testsuite name=\"attncheck verify {}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" "
       "time=\"{:.3f}\">\n",
-      xml_escape(report.implementation), report.properties.size(), failures, errors,
-      count(report, Status::skipped), total);
+      xml_escape(report.implementation), report.properties.size(), failures, errors, skipped, total);
   x += fmt::format("    <properties><property name=\"seed\" value=\"{}\"/><property name=\"cases\" value=\"{}\"/></properties>\n",
                    report.options.seed, report.options.cases);
   for (const PropertyResult& p : report.properties) {
@@ -170,21 +194,37 @@ std::string verify_junit(const VerifyReport& report) {
                                            p.case_file.empty() ? "" : "; case file " + p.case_file +
                                                                           "; replay with attncheck verify --replay " +
                                                                           p.case_file);
+    std::string body;
     switch (p.status) {
-      case Status::passed: x += "/>\n"; break;
+      case Status::passed:
+        if (p.inconclusive > 0)
+          body = fmt::format("      <skipped message=\"{}\"/>\n",
+                             xml_escape(fmt::format("passed {} cases; {}", p.cases, inconclusive_text(p))));
+        break;
       case Status::skipped:
-        x += fmt::format(">\n      <skipped message=\"{}\"/>\n    </testcase>\n", xml_escape(p.skipped_reason));
+        body = fmt::format("      <skipped message=\"{}\"/>\n", xml_escape(p.skipped_reason));
+        break;
+      case Status::inconclusive:
+        body = fmt::format("      <skipped message=\"{}\"/>\n", xml_escape("INCONCLUSIVE: " + p.message));
         break;
       case Status::failed:
-        x += fmt::format(">\n      <failure message=\"{}\" type=\"FAILED\">{}</failure>\n    </testcase>\n",
-                         xml_escape(p.message), xml_escape(detail));
+        body = fmt::format("      <failure message=\"{}\" type=\"FAILED\">{}</failure>\n", xml_escape(p.message),
+                           xml_escape(detail));
         break;
       case Status::crashed:
       case Status::timed_out:
-        x += fmt::format(">\n      <error message=\"{}\" type=\"{}\">{}</error>\n    </testcase>\n",
-                         xml_escape(p.message), to_string(p.status), xml_escape(detail));
+        body = fmt::format("      <error message=\"{}\" type=\"{}\">{}</error>\n", xml_escape(p.message),
+                           to_string(p.status), xml_escape(detail));
         break;
     }
+    // Inconclusive and declined cases and the notes, as the test's output.
+    std::vector<std::string> out;
+    if (p.inconclusive > 0) out.push_back("inconclusive: " + inconclusive_text(p));
+    if (p.unsupported > 0)
+      out.push_back(fmt::format("declined as out of range (accepted): {} cases: {}", p.unsupported, p.unsupported_reason));
+    for (const std::string& n : p.notes) out.push_back("note: " + n);
+    if (!out.empty()) body += fmt::format("      <system-out>{}</system-out>\n", xml_escape(fmt::format("{}", fmt::join(out, "\n"))));
+    x += body.empty() ? "/>\n" : ">\n" + body + "    </testcase>\n";
   }
   x += "  </testsuite>\n</testsuites>\n";
   return x;
@@ -192,10 +232,17 @@ std::string verify_junit(const VerifyReport& report) {
 
 std::string summary_line(const VerifyReport& report) {
   const int passed = count(report, Status::passed), skipped = count(report, Status::skipped);
-  const int failed = static_cast<int>(report.properties.size()) - passed - skipped;
+  const int inconclusive = count(report, Status::inconclusive);
+  const int failed = static_cast<int>(report.properties.size()) - passed - skipped - inconclusive;
   std::string line = fmt::format("{} passed, {} failed", passed, failed);
+  if (inconclusive) line += fmt::format(", {} inconclusive", inconclusive);
   if (skipped) line += fmt::format(", {} skipped", skipped);
-  if (passed == 0 && failed == 0 && report.mutants.empty()) line += "; nothing was checked, which is not a pass";
+  int flagged = 0;
+  for (const auto& p : report.properties) flagged += p.status == Status::passed && inconclusive_flagged(p);
+  if (flagged)
+    line += fmt::format(" ({} passed with more than {:.0f} % of cases inconclusive)", flagged, 100 * kInconclusiveFlagFraction);
+  if (passed == 0 && failed == 0 && inconclusive == 0 && report.mutants.empty())
+    line += "; nothing was checked, which is not a pass";
   return line;
 }
 
@@ -204,8 +251,10 @@ bool all_passed(const VerifyReport& report) {
   if (report.mutants.empty() && count(report, Status::passed) == 0) return false;
   for (const auto& p : report.properties)
     if (p.status != Status::passed && p.status != Status::skipped) return false;
+  // INCONCLUSIVE is not a pass (the loop above), nor an escaped mutant or one
+  // killed only by properties not expected to kill it.
   for (const auto& m : report.mutants)
-    if (!m.killed) return false;
+    if (m.verdict != MutantVerdict::killed_as_expected) return false;
   return true;
 }
 

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "attncheck/builtin_implementations.h"
+#include "attncheck/naive.h"
 #include "attncheck/registry.h"
 #include "attncheck/verify.h"
 
@@ -54,15 +55,131 @@ TEST_CASE("every property holds for the fused path (fresh seed)", "[suite]") {
   CHECK(all_passed(r));
 }
 
-TEST_CASE("every mutant is killed within the default budget", "[mutants]") {
+TEST_CASE("every mutant is killed by a property expected to kill it, within the default budget", "[mutants]") {
   VerifyOptions o = quiet(1, VerifyOptions{}.cases);
   const auto results = hunt_mutants(o);
   REQUIRE(results.size() == all_flaws().size());
+  INFO(format_kill_matrix(results));
   for (const auto& m : results) {
     INFO(m.name);
+    CHECK(m.verdict == MutantVerdict::killed_as_expected);
     CHECK(m.killed);
     CHECK(!m.case_name.empty());
+    // Every property ran against every mutant.
+    CHECK(m.matrix.size() == all_properties().size());
   }
+  CHECK(all_mutants_killed_as_expected(results));
+}
+
+TEST_CASE("every mutant names expected killers that are properties", "[mutants]") {
+  for (const FlawInfo& f : all_flaws()) {
+    INFO(f.name);
+    CHECK_FALSE(f.killed_by.empty());
+    for (const std::string& p : f.killed_by) {
+      INFO(p);
+      CHECK(find_property(p) != nullptr);
+    }
+  }
+}
+
+namespace {
+
+/// Correct attention with every output off by a relative 1e-3: finite (shape
+/// passes it) but wrong (row_sum kills it).
+class PerMilleOff final : public Implementation {
+ public:
+  std::string name() const override { return "test:per-mille-off"; }
+  Capabilities capabilities() const override { return inner_->capabilities(); }
+  Precision precision() const override { return Precision::fp32; }
+  void forward(const Problem& p, std::span<const float> q, std::span<const float> k, std::span<const float> v,
+               std::span<float> out, std::span<float> weights, int threads) override {
+    inner_->forward(p, q, k, v, out, weights, threads);
+    for (float& x : out) x *= 1.001f;
+  }
+
+ private:
+  std::unique_ptr<Implementation> inner_ = make_naive_implementation(Precision::fp32, Flaw::none, "inner");
+};
+
+std::vector<MutantResult> hunt_one(std::unique_ptr<Implementation> mutant, std::vector<std::string> expected,
+                                   std::vector<std::string> properties) {
+  std::vector<std::unique_ptr<Implementation>> list;
+  const std::string name = mutant->name();
+  list.push_back(std::move(mutant));
+  VerifyOptions o = quiet(7, 20);
+  o.matrix_cases = 10;
+  o.properties = std::move(properties);
+  return hunt_mutants(std::move(list), {{name, std::move(expected)}}, o);
+}
+
+}  // namespace
+
+TEST_CASE("the kill matrix: a mutant killed only by a property not expected to kill it is a finding", "[mutants]") {
+  const auto results = hunt_one(std::make_unique<PerMilleOff>(), {"shape"}, {"shape", "row_sum"});
+  REQUIRE(results.size() == 1);
+  const MutantResult& m = results[0];
+  INFO(format_kill_matrix(results));
+  REQUIRE(m.matrix.size() == 2);
+  CHECK(m.matrix[0].property == "shape");
+  CHECK(m.matrix[0].expected);
+  CHECK(m.matrix[0].status == Status::passed);
+  CHECK_FALSE(m.matrix[0].kill);
+  CHECK(m.matrix[1].property == "row_sum");
+  CHECK_FALSE(m.matrix[1].expected);
+  CHECK(m.matrix[1].status == Status::failed);
+  CHECK(m.matrix[1].kill);
+  CHECK(m.killed);
+  CHECK(m.killed_by == "row_sum");
+  CHECK_FALSE(m.case_name.empty());
+  CHECK(m.verdict == MutantVerdict::killed_unexpectedly);
+  CHECK_FALSE(all_mutants_killed_as_expected(results));
+  const std::string text = format_kill_matrix(results);
+  CHECK_THAT(text, Catch::Contains("test:per-mille-off [.]  K   KILLED_UNEXPECTEDLY"));
+  CHECK_THAT(text, Catch::Contains("columns: 1 shape, 2 row_sum"));
+  CHECK_THAT(text, Catch::Contains("killed only by properties not expected to kill it (expected killers: shape PASSED)"));
+  VerifyReport report;
+  report.mutants = results;
+  CHECK_FALSE(all_passed(report));
+
+  // The same mutant, expected to die by row_sum: killed as expected, and the shown counterexample is row_sum's.
+  const auto expected = hunt_one(std::make_unique<PerMilleOff>(), {"row_sum"}, {"shape", "row_sum"});
+  CHECK(expected[0].verdict == MutantVerdict::killed_as_expected);
+  CHECK(expected[0].killed_by == "row_sum");
+  report.mutants = expected;
+  CHECK(all_passed(report));
+}
+
+TEST_CASE("the kill matrix: a mutant no property kills has escaped", "[mutants]") {
+  const auto results = hunt_one(std::make_unique<PerMilleOff>(), {"row_sum"}, {"shape", "nonnegative"});
+  const MutantResult& m = results[0];
+  INFO(format_kill_matrix(results));
+  CHECK_FALSE(m.killed);
+  CHECK(m.killed_by.empty());
+  CHECK(m.verdict == MutantVerdict::escaped);
+  CHECK_THAT(format_kill_matrix(results), Catch::Contains("ESCAPED: no property failed with a counterexample "
+                                                          "(expected killers: row_sum not run)"));
+  VerifyReport report;
+  report.mutants = results;
+  CHECK_FALSE(all_passed(report));
+}
+
+TEST_CASE("only a FAILED verdict with a counterexample kills", "[mutants]") {
+  PropertyResult r;
+  r.status = Status::failed;
+  CHECK_FALSE(is_kill(r));  // gave up, RapidCheck error, no case ran
+  r.counterexample = Case{};
+  CHECK(is_kill(r));
+  for (Status s : {Status::crashed, Status::timed_out, Status::inconclusive, Status::passed, Status::skipped}) {
+    r.status = s;
+    CHECK_FALSE(is_kill(r));
+  }
+  // An expected killer that only crashed or gave up does not make an unexpected kill count.
+  CHECK(mutant_verdict({{"a", Status::crashed, false, true}, {"b", Status::failed, true, false}}) ==
+        MutantVerdict::killed_unexpectedly);
+  CHECK(mutant_verdict({{"a", Status::failed, false, true}, {"b", Status::inconclusive, false, false}}) ==
+        MutantVerdict::escaped);
+  CHECK(mutant_verdict({{"a", Status::failed, true, true}, {"b", Status::failed, true, false}}) ==
+        MutantVerdict::killed_as_expected);
 }
 
 TEST_CASE("correct code never fails: naive fp32 and the double reference under 20 seeds", "[false-alarm]") {

@@ -85,3 +85,33 @@ TEST_CASE("verify writes JSON and JUnit, and a failure replays", "[cli]") {
   CHECK(run("--impl fused --replay " + file).code == 0);
   fs::remove_all(dir);
 }
+
+TEST_CASE("verify --mutants prints the kill matrix and exits 1 when a mutant escapes", "[cli]") {
+  const fs::path dir = fs::temp_directory_path() / "attncheck-verify-cli3";
+  fs::remove_all(dir);
+  const std::string json = (dir / "m.json").string();
+  fs::create_directories(dir);
+  // shape alone kills no_max_subtraction (it names shape) and cannot kill, say, missing_scale.
+  Result r = run("--mutants --property shape --seed 1 --cases 10 --matrix-cases 5 --failures-dir " +
+                 (dir / "failures").string() + " --json " + json);
+  INFO(r.output);
+  CHECK(r.code == 1);
+  // The matrix row of a mutant: its name, then the cells and the verdict.
+  auto row = [&](const std::string& mutant) {
+    const size_t at = r.output.find("\n" + mutant + " ");
+    return at == std::string::npos ? std::string() : r.output.substr(at + 1, r.output.find('\n', at + 1) - at - 1);
+  };
+  INFO(row("mutant:no_max_subtraction"));
+  CHECK_THAT(row("mutant:no_max_subtraction"), Catch::Matches("mutant:no_max_subtraction +\\[K\\]  KILLED_AS_EXPECTED"));
+  CHECK_THAT(row("mutant:missing_scale"), Catch::Matches("mutant:missing_scale +\\. +ESCAPED"));
+  CHECK(r.output.find("columns: 1 shape") != std::string::npos);
+  CHECK(r.output.find("mutant:missing_scale: ESCAPED: no property failed with a counterexample") != std::string::npos);
+  std::ifstream in(json);
+  const auto j = nlohmann::json::parse(in);
+  CHECK(j["json_schema_version"] == 2);
+  bool escaped = false;
+  for (const auto& m : j["mutants"]) escaped = escaped || m["verdict"] == "ESCAPED";
+  CHECK(escaped);
+  CHECK(run("--mutants --matrix-cases 0").code == 2);
+  fs::remove_all(dir);
+}

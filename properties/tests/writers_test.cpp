@@ -40,11 +40,31 @@ VerifyReport sample_report() {
   return r;
 }
 
+/// A passed property with inconclusive cases, declined cases and notes, and an INCONCLUSIVE one.
+void add_inconclusive(VerifyReport& r) {
+  PropertyResult flagged;
+  flagged.name = "differential_reference";
+  flagged.cases = 10;
+  flagged.inconclusive = 5;
+  flagged.inconclusive_reason = "row [0][0][1]: logit error <not small>";
+  flagged.unsupported = 2;
+  flagged.unsupported_reason = "declined a case out of range for fp32";
+  flagged.notes = {"flushes weights below 2^-120 to zero", "second note"};
+  PropertyResult inconclusive;
+  inconclusive.name = "temperature_zero_limit";
+  inconclusive.status = Status::inconclusive;
+  inconclusive.inconclusive = 11;
+  inconclusive.inconclusive_reason = "beyond the model";
+  inconclusive.message = "only 0 of 10 cases could be judged: 11 were inconclusive (beyond the model)";
+  r.properties.push_back(flagged);
+  r.properties.push_back(inconclusive);
+}
+
 }  // namespace
 
-TEST_CASE("verify JSON follows schema version 1", "[writers]") {
+TEST_CASE("verify JSON follows schema version 2", "[writers]") {
   const auto j = nlohmann::json::parse(verify_json(sample_report()));
-  CHECK(j["json_schema_version"] == 1);
+  CHECK(j["json_schema_version"] == 2);
   CHECK(j["tool"] == "attncheck verify");
   CHECK(j["implementation"]["name"] == "fused");
   CHECK(j["implementation"]["precision"] == "fp32");
@@ -68,8 +88,62 @@ TEST_CASE("verify JSON follows schema version 1", "[writers]") {
   CHECK(props[2]["status"] == "SKIPPED");
   CHECK(props[2]["skipped_reason"] == "implementation does not use threads");
   CHECK(props[3]["status"] == "CRASHED");
-  CHECK(j["summary"] == nlohmann::json{{"passed", 1}, {"failed", 1}, {"skipped", 1}, {"crashed", 1}, {"timed_out", 0}});
+  CHECK(j["summary"] == nlohmann::json{{"passed", 1}, {"failed", 1}, {"skipped", 1}, {"crashed", 1}, {"timed_out", 0},
+                                       {"inconclusive", 0}});
+  CHECK(props[0]["inconclusive"] == 0);
+  CHECK(props[0]["unsupported"] == 0);
+  CHECK(props[0]["notes"] == nlohmann::json::array());
   CHECK_FALSE(j.contains("mutants"));
+}
+
+TEST_CASE("verify JSON carries inconclusive and declined counts, the flag, notes and the INCONCLUSIVE status", "[writers]") {
+  VerifyReport r = sample_report();
+  add_inconclusive(r);
+  const auto j = nlohmann::json::parse(verify_json(r));
+  const auto& flagged = j["properties"][4];
+  CHECK(flagged["status"] == "PASSED");
+  CHECK(flagged["inconclusive"] == 5);
+  CHECK(flagged["inconclusive_flagged"] == true);
+  CHECK(flagged["inconclusive_reason"] == "row [0][0][1]: logit error <not small>");
+  CHECK(flagged["unsupported"] == 2);
+  CHECK(flagged["unsupported_reason"] == "declined a case out of range for fp32");
+  CHECK(flagged["notes"] == nlohmann::json{"flushes weights below 2^-120 to zero", "second note"});
+  const auto& inconclusive = j["properties"][5];
+  CHECK(inconclusive["status"] == "INCONCLUSIVE");
+  CHECK(inconclusive["inconclusive"] == 11);
+  CHECK_FALSE(inconclusive.contains("counterexample"));
+  CHECK_THAT(inconclusive["message"].get<std::string>(), Catch::Contains("could be judged"));
+  CHECK(j["summary"]["inconclusive"] == 1);
+  CHECK(j["summary"]["passed"] == 2);
+  // Under the 20 % line: no flag.
+  r.properties[4].inconclusive = 2;
+  CHECK(nlohmann::json::parse(verify_json(r))["properties"][4]["inconclusive_flagged"] == false);
+}
+
+TEST_CASE("verify JSON writes each mutant's kill matrix row, expected killers and verdict", "[writers]") {
+  VerifyReport r;
+  r.implementation = "mutants";
+  MutantResult m;
+  m.name = "mutant:x";
+  m.killed = true;
+  m.killed_by = "row_sum";
+  m.case_name = "b1h1q1k2d1";
+  m.expected_killers = {"shape"};
+  m.matrix = {{"shape", Status::passed, false, true}, {"row_sum", Status::failed, true, false},
+              {"mask_zero", Status::failed, false, false}};
+  m.verdict = mutant_verdict(m.matrix);
+  r.mutants = {m};
+  const auto j = nlohmann::json::parse(verify_json(r));
+  REQUIRE(j["mutants"].size() == 1);
+  const auto& e = j["mutants"][0];
+  CHECK(e["killed_by"] == "row_sum");
+  CHECK(e["expected_killers"] == nlohmann::json{"shape"});
+  CHECK(e["verdict"] == "KILLED_UNEXPECTEDLY");
+  REQUIRE(e["matrix"].size() == 3);
+  CHECK(e["matrix"][0] == nlohmann::json{{"property", "shape"}, {"status", "PASSED"}, {"kill", false}, {"expected", true}});
+  CHECK(e["matrix"][1]["kill"] == true);
+  CHECK(e["matrix"][2]["status"] == "FAILED");
+  CHECK(e["matrix"][2]["kill"] == false);
 }
 
 TEST_CASE("JUnit XML has one escaped testcase per property", "[writers]") {
@@ -86,6 +160,27 @@ TEST_CASE("JUnit XML has one escaped testcase per property", "[writers]") {
   CHECK(x.find("&lt;bad&gt; &amp; &quot;worse&quot;") != std::string::npos);
   CHECK(x.find("<bad>") == std::string::npos);
   CHECK(x.find("tests=\"4\" failures=\"1\" errors=\"1\" skipped=\"1\"") != std::string::npos);
+  CHECK(count("<system-out>") == 0);
+}
+
+TEST_CASE("JUnit reports inconclusive cases and INCONCLUSIVE as skipped, notes as system-out", "[writers]") {
+  VerifyReport r = sample_report();
+  add_inconclusive(r);
+  const std::string x = verify_junit(r);
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = x.find(what); at != std::string::npos; at = x.find(what, at + 1)) ++n;
+    return n;
+  };
+  CHECK(count("<testcase ") == 6);
+  CHECK(count("<skipped ") == 3);
+  CHECK(x.find("tests=\"6\" failures=\"1\" errors=\"1\" skipped=\"3\"") != std::string::npos);
+  CHECK(x.find("<skipped message=\"passed 10 cases; 5 of 15 checked cases (33 %) inconclusive, more than 20 %: row "
+               "[0][0][1]: logit error &lt;not small&gt;\"/>") != std::string::npos);
+  CHECK(x.find("<skipped message=\"INCONCLUSIVE: only 0 of 10 cases could be judged") != std::string::npos);
+  CHECK(x.find("<system-out>inconclusive: 5 of 15 checked cases") != std::string::npos);
+  CHECK(x.find("note: flushes weights below 2^-120 to zero\nnote: second note</system-out>") != std::string::npos);
+  CHECK(x.find("declined as out of range (accepted): 2 cases: declined a case out of range for fp32") != std::string::npos);
 }
 
 TEST_CASE("the summary line and the exit verdict", "[writers]") {
@@ -97,4 +192,16 @@ TEST_CASE("the summary line and the exit verdict", "[writers]") {
   CHECK(all_passed(r));
   r.mutants.push_back({"mutant:x", false, "", "", "", ""});
   CHECK_FALSE(all_passed(r));
+  // Only a mutant killed by an expected property counts.
+  r.mutants.back().killed = true;
+  r.mutants.back().verdict = MutantVerdict::killed_unexpectedly;
+  CHECK_FALSE(all_passed(r));
+  r.mutants.back().verdict = MutantVerdict::killed_as_expected;
+  CHECK(all_passed(r));
+  // An INCONCLUSIVE property is not a pass.
+  PropertyResult inconclusive;
+  inconclusive.status = Status::inconclusive;
+  r.properties.push_back(inconclusive);
+  CHECK_FALSE(all_passed(r));
+  CHECK(summary_line(r) == "1 passed, 0 failed, 1 inconclusive, 1 skipped");
 }

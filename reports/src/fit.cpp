@@ -68,8 +68,8 @@ bool is_failure(const std::string& status) {
 }  // namespace
 
 std::string verdict_for(const Model& model, const std::string& implementation) {
-  int passed = 0, skipped = 0, total = 0;
-  std::vector<std::string> failed;
+  int passed = 0, skipped = 0, total = 0, mutants = 0;
+  std::vector<std::string> failed, inconclusive, bad_mutants;
   for (const VerifyRun& v : model.verifies) {
     if (v.implementation != implementation) continue;
     for (const auto& p : v.doc["properties"]) {
@@ -77,13 +77,33 @@ std::string verdict_for(const Model& model, const std::string& implementation) {
       const std::string status = p["status"].get<std::string>();
       if (status == "PASSED") ++passed;
       else if (status == "SKIPPED") ++skipped;
+      else if (status == "INCONCLUSIVE") inconclusive.push_back(p["name"].get<std::string>());
       else if (is_failure(status)) failed.push_back(p["name"].get<std::string>() +
                                                     (status == "FAILED" ? "" : " " + status));
     }
+    // A mutant must be killed (version 1) by a property expected to kill it (version 2).
+    if (v.doc.contains("mutants") && v.doc["mutants"].is_array())
+      for (const auto& m : v.doc["mutants"]) {
+        ++mutants;
+        const bool ok = m.contains("verdict") ? m["verdict"] == "KILLED_AS_EXPECTED"
+                                              : m.value("killed", false) == true;
+        if (!ok) bad_mutants.push_back(m.value("name", std::string("?")) +
+                                       (m.contains("verdict") && m["verdict"].is_string() ? " " + m["verdict"].get<std::string>() : " not killed"));
+      }
   }
-  if (total == 0) return "not verified";
-  if (!failed.empty())
-    return fmt::format("FAIL: {} of {} properties ({})", failed.size(), total, fmt::join(failed, ", "));
+  if (total == 0 && mutants == 0) return "not verified";
+  std::vector<std::string> parts;
+  if (!failed.empty()) parts.push_back(fmt::format("{} of {} properties ({})", failed.size(), total, fmt::join(failed, ", ")));
+  if (!bad_mutants.empty())
+    parts.push_back(fmt::format("{} of {} mutants ({})", bad_mutants.size(), mutants, fmt::join(bad_mutants, ", ")));
+  if (!parts.empty()) {
+    std::string text = fmt::format("FAIL: {}", fmt::join(parts, "; "));
+    if (!inconclusive.empty()) text += fmt::format("; inconclusive: {}", fmt::join(inconclusive, ", "));
+    return text;
+  }
+  if (!inconclusive.empty())
+    return fmt::format("INCONCLUSIVE: {} of {} properties ({})", inconclusive.size(), total, fmt::join(inconclusive, ", "));
+  if (total == 0) return fmt::format("PASS: {} mutants killed as expected", mutants);
   return skipped > 0 ? fmt::format("PASS: {} passed, {} skipped", passed, skipped)
                      : fmt::format("PASS: {} passed", passed);
 }

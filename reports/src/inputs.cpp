@@ -274,6 +274,8 @@ void load_bench_file(const std::string& file, Model& model) {
 }
 
 const std::set<std::string> property_statuses = {"PASSED", "FAILED", "SKIPPED", "CRASHED", "TIMED_OUT"};
+// Version 2 added INCONCLUSIVE.
+const std::set<std::string> property_statuses_v2 = {"PASSED", "FAILED", "SKIPPED", "CRASHED", "TIMED_OUT", "INCONCLUSIVE"};
 
 void load_verify_file(const std::string& file, Model& model) {
   const json doc = read_json_file(file);
@@ -283,14 +285,16 @@ void load_verify_file(const std::string& file, Model& model) {
     fail(file, "missing field 'json_schema_version' (not a verify JSON file: write it with `attncheck verify --json FILE`)");
   if (!version->is_number_integer())
     fail(file, "field 'json_schema_version' must be an integer");
-  if (version->get<int64_t>() != verify_json_schema_version)
-    fail(file, fmt::format("field 'json_schema_version' is {}; this attncheck reads version {}",
-                           version->get<int64_t>(), verify_json_schema_version));
+  const int64_t schema = version->get<int64_t>();
+  if (schema < oldest_verify_json_schema_version || schema > verify_json_schema_version)
+    fail(file, fmt::format("field 'json_schema_version' is {}; this attncheck reads versions {} to {}", schema,
+                           oldest_verify_json_schema_version, verify_json_schema_version));
   const json& impl = require(file, doc, "implementation", json::value_t::object, "an object");
   VerifyRun run;
   run.file = file;
   run.implementation = require(file, impl, "name", json::value_t::string, "a string", "implementation").get<std::string>();
   run.precision = string_or(impl, "precision");
+  run.schema_version = static_cast<int>(schema);
   const json& properties = require(file, doc, "properties", json::value_t::array, "an array");
   for (size_t i = 0; i < properties.size(); ++i) {
     const std::string where = fmt::format("properties[{}]", i);
@@ -298,8 +302,29 @@ void load_verify_file(const std::string& file, Model& model) {
     if (!p.is_object()) fail(file, where + " must be an object");
     require(file, p, "name", json::value_t::string, "a string", where);
     const std::string status = require(file, p, "status", json::value_t::string, "a string", where).get<std::string>();
-    if (!property_statuses.count(status))
+    if (!(schema >= 2 ? property_statuses_v2 : property_statuses).count(status))
       fail(file, fmt::format("{}: field 'status': unknown value '{}'", where, status));
+    for (const char* count : {"inconclusive", "unsupported"})
+      if (p.contains(count)) require(file, p, count, json::value_t::number_float, "a number", where);
+    if (p.contains("notes")) {
+      const json& notes = require(file, p, "notes", json::value_t::array, "an array", where);
+      for (const json& n : notes)
+        if (!n.is_string()) fail(file, fmt::format("{}: field 'notes' must hold strings", where));
+    }
+  }
+  if (doc.contains("mutants")) {
+    const json& mutants = require(file, doc, "mutants", json::value_t::array, "an array");
+    for (size_t i = 0; i < mutants.size(); ++i) {
+      const std::string where = fmt::format("mutants[{}]", i);
+      if (!mutants[i].is_object()) fail(file, where + " must be an object");
+      require(file, mutants[i], "name", json::value_t::string, "a string", where);
+      if (mutants[i].contains("matrix")) {
+        const json& matrix = require(file, mutants[i], "matrix", json::value_t::array, "an array", where);
+        for (const json& cell : matrix)
+          if (!cell.is_object() || !cell.contains("property") || !cell["property"].is_string())
+            fail(file, fmt::format("{}: field 'matrix' must hold objects with a string 'property'", where));
+      }
+    }
   }
   if (doc.contains("error_vs_n")) {
     const json& rows = require(file, doc, "error_vs_n", json::value_t::array, "an array");

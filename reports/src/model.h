@@ -71,12 +71,13 @@ struct Series {
   size_t run = 0;
 };
 
-/// One verify JSON file (schema version 1; see /docs/report-schema.md).
+/// One verify JSON file (schema version 1 or 2; see /docs/report-schema.md).
 struct VerifyRun {
   std::string file;
   nlohmann::json doc;
   std::string implementation;
   std::string precision;
+  int schema_version = 1;
 };
 
 struct Model {

@@ -136,23 +136,43 @@ Table measurements_table(const Model& model, const Config& config) {
   return t;
 }
 
+/// A count field of a property as text: "—" where the file does not have it (version 1).
+std::string count_of(const json& p, const char* key) {
+  return p.contains(key) && p[key].is_number() ? p[key].dump() : "—";
+}
+
 Table property_table(const VerifyRun& run) {
-  Table t = {{"property", "status", "cases", "seconds", "worst error / bound", "oracle", "notes"}};
+  Table t = {{"property", "status", "cases", "inconclusive", "declined (out of range)", "seconds",
+              "worst error / bound", "oracle", "notes"}};
   for (const json& p : run.doc["properties"]) {
-    std::string notes;
-    if (p.contains("skipped_reason") && p["skipped_reason"].is_string()) notes = p["skipped_reason"].get<std::string>();
+    std::vector<std::string> notes;
+    if (p.contains("skipped_reason") && p["skipped_reason"].is_string()) notes.push_back(p["skipped_reason"].get<std::string>());
+    if (p.contains("message") && p["message"].is_string()) notes.push_back(p["message"].get<std::string>());
+    const double inconclusive = p.contains("inconclusive") && p["inconclusive"].is_number() ? p["inconclusive"].get<double>() : 0;
+    if (inconclusive > 0) {
+      const double cases = p.contains("cases") && p["cases"].is_number() ? p["cases"].get<double>() : 0;
+      const bool flagged = p.value("inconclusive_flagged", false);
+      notes.push_back(fmt::format("{}{:g} of {:g} checked cases ({:.0f} %) inconclusive: {}", flagged ? "FLAG: " : "",
+                                  inconclusive, cases + inconclusive, 100 * inconclusive / (cases + inconclusive),
+                                  text_of(p, "inconclusive_reason")));
+    }
+    if (p.contains("unsupported") && p["unsupported"].is_number() && p["unsupported"].get<double>() > 0 &&
+        text_of(p, "status") != "SKIPPED")
+      notes.push_back("declined as out of range (accepted): " + text_of(p, "unsupported_reason"));
+    if (p.contains("notes") && p["notes"].is_array())
+      for (const json& n : p["notes"]) notes.push_back("note: " + (n.is_string() ? n.get<std::string>() : n.dump()));
     if (p.contains("not_exercised") && p["not_exercised"].is_array() && !p["not_exercised"].empty()) {
       std::vector<std::string> names;
       for (const json& n : p["not_exercised"]) names.push_back(n.is_string() ? n.get<std::string>() : n.dump());
-      notes += (notes.empty() ? "" : "; ") + fmt::format("not exercised: {}", fmt::join(names, ", "));
+      notes.push_back(fmt::format("not exercised: {}", fmt::join(names, ", ")));
     }
-    if (p.contains("counterexample") && p["counterexample"].is_object())
-      notes += (notes.empty() ? "" : "; ") + text_of(p["counterexample"], "message");
+    if (p.contains("counterexample") && p["counterexample"].is_object()) notes.push_back(text_of(p["counterexample"], "message"));
     std::string cases = text_of(p, "cases", "—");
     if (p.contains("discarded") && p["discarded"].is_number() && p["discarded"].get<double>() > 0)
       cases += fmt::format(" ({} discarded)", p["discarded"].dump());
-    t.push_back({text_of(p, "name"), text_of(p, "status"), cases, number_of(p, "seconds"),
-                 number_of(p, "worst_error_over_bound"), text_of(p, "oracle", "—"), notes});
+    t.push_back({text_of(p, "name"), text_of(p, "status"), cases, count_of(p, "inconclusive"), count_of(p, "unsupported"),
+                 number_of(p, "seconds"), number_of(p, "worst_error_over_bound"), text_of(p, "oracle", "—"),
+                 fmt::format("{}", fmt::join(notes, "; "))});
   }
   return t;
 }
@@ -165,12 +185,62 @@ Table error_table(const VerifyRun& run) {
   return t;
 }
 
+std::string strings_of(const json& j, const char* key) {
+  if (!j.contains(key) || !j[key].is_array() || j[key].empty()) return "—";
+  std::vector<std::string> items;
+  for (const json& x : j[key]) items.push_back(x.is_string() ? x.get<std::string>() : x.dump());
+  return fmt::format("{}", fmt::join(items, ", "));
+}
+
 Table mutants_table(const VerifyRun& run) {
-  Table t = {{"mutant", "killed", "killed by", "case"}};
+  Table t = {{"mutant", "killed", "killed by", "expected killers", "verdict", "case"}};
   for (const json& m : run.doc["mutants"])
-    t.push_back({text_of(m, "name"), text_of(m, "killed"), text_of(m, "killed_by", "—"), text_of(m, "case_name", "—")});
+    t.push_back({text_of(m, "name"), text_of(m, "killed"), text_of(m, "killed_by", "—"), strings_of(m, "expected_killers"),
+                 text_of(m, "verdict", "—"), text_of(m, "case_name", "—")});
   return t;
 }
+
+/// The kill matrix (version 2): a row per mutant, a column per property; K a
+/// kill, . passed, s skipped, i inconclusive, C crashed, T timed out, G another
+/// FAILED; an expected killer's cell in brackets. Empty for version 1 files.
+Table kill_matrix_table(const VerifyRun& run) {
+  std::vector<std::string> columns;
+  for (const json& m : run.doc["mutants"])
+    if (m.contains("matrix") && m["matrix"].is_array())
+      for (const json& c : m["matrix"]) {
+        const std::string property = text_of(c, "property");
+        if (std::find(columns.begin(), columns.end(), property) == columns.end()) columns.push_back(property);
+      }
+  if (columns.empty()) return {};
+  Table t = {{"mutant"}};
+  t[0].insert(t[0].end(), columns.begin(), columns.end());
+  for (const json& m : run.doc["mutants"]) {
+    std::vector<std::string> row = {text_of(m, "name")};
+    for (const std::string& property : columns) {
+      std::string cell = "—";
+      if (m.contains("matrix") && m["matrix"].is_array())
+        for (const json& c : m["matrix"]) {
+          if (text_of(c, "property") != property) continue;
+          const std::string status = text_of(c, "status");
+          std::string code = c.value("kill", false) ? "K"
+                             : status == "PASSED"       ? "."
+                             : status == "SKIPPED"      ? "s"
+                             : status == "INCONCLUSIVE" ? "i"
+                             : status == "CRASHED"      ? "C"
+                             : status == "TIMED_OUT"    ? "T"
+                                                        : "G";
+          cell = c.value("expected", false) ? "[" + code + "]" : code;
+        }
+      row.push_back(cell);
+    }
+    t.push_back(row);
+  }
+  return t;
+}
+
+const char* kill_matrix_legend =
+    "K killed (FAILED with a counterexample), . passed, s skipped, i inconclusive, C crashed, T timed out, "
+    "G gave up or FAILED without a counterexample; [ ] a property expected to kill that mutant.";
 
 /// A counterexample table (reference or implementation A or O) as cells, at
 /// most `limit` rows and columns.
@@ -293,8 +363,11 @@ std::string html_table(const Table& t, const std::string& css_class = "") {
     out += "<tr>";
     for (const auto& cell : t[r]) {
       std::string attrs;
-      if (r > 0 && (cell.rfind("FAIL", 0) == 0 || cell == "FAILED" || cell == "CRASHED" || cell == "TIMED_OUT"))
+      if (r > 0 && (cell.rfind("FAIL", 0) == 0 || cell == "FAILED" || cell == "CRASHED" || cell == "TIMED_OUT" ||
+                    cell == "ESCAPED" || cell == "KILLED_UNEXPECTEDLY"))
         attrs = " class=\"fail\"";
+      else if (r > 0 && (cell.rfind("INCONCLUSIVE", 0) == 0 || cell.rfind("FLAG: ", 0) == 0))
+        attrs = " class=\"warn\"";
       else if (r > 0 && (cell.rfind("PASS", 0) == 0 || cell == "PASSED"))
         attrs = " class=\"pass\"";
       out += (r == 0 ? "<th>" : "<td" + attrs + ">") + html_escape(cell) + (r == 0 ? "</th>" : "</td>");
@@ -361,6 +434,7 @@ th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertic
 th { background: #f3f3f3; }
 td.fail { background: #fde2e2; font-weight: 600; }
 td.pass { background: #e3f4e3; }
+td.warn { background: #fff3cd; }
 table.matrix td { font-family: monospace; text-align: right; }
 .conditions { color: #555; font-size: 0.9em; }
 figure { margin: 1em 0 2em; }
@@ -447,6 +521,7 @@ std::string render_json(const Model& model) {
   for (const VerifyRun& v : model.verifies) {
     const json& d = v.doc;
     verification.push_back({{"file", v.file},
+                            {"verify_json_schema_version", v.schema_version},
                             {"implementation", v.implementation},
                             {"precision", v.precision},
                             {"verdict", verdict_for(model, v.implementation)},
@@ -520,8 +595,11 @@ std::string render_markdown(const Model& model) {
     }
     if (v.doc.contains("error_vs_n") && !v.doc["error_vs_n"].empty())
       md += "### Error vs n\n\n" + md_table(error_table(v)) + "\n";
-    if (v.doc.contains("mutants") && v.doc["mutants"].is_array() && !v.doc["mutants"].empty())
+    if (v.doc.contains("mutants") && v.doc["mutants"].is_array() && !v.doc["mutants"].empty()) {
       md += "### Mutants\n\n" + md_table(mutants_table(v)) + "\n";
+      const Table matrix = kill_matrix_table(v);
+      if (!matrix.empty()) md += "**Kill matrix**\n\n" + md_table(matrix) + "\n_" + kill_matrix_legend + "_\n\n";
+    }
   }
   if (!model.ignored_benchmarks.empty())
     md += fmt::format("Benchmarks without an n: field, not reported: {}.\n\n", fmt::join(model.ignored_benchmarks, ", "));
@@ -569,7 +647,8 @@ std::string render_html(const Model& model, const std::vector<Chart>& charts) {
     h += fmt::format("<h2>Verification: {}{}</h2>\n", html_escape(v.implementation),
                      v.precision.empty() ? "" : " (" + html_escape(v.precision) + ")");
     const std::string verdict = verdict_for(model, v.implementation);
-    h += fmt::format("<p><strong class=\"{}\">{}</strong></p>\n", verdict.rfind("FAIL", 0) == 0 ? "fail" : "pass",
+    h += fmt::format("<p><strong class=\"{}\">{}</strong></p>\n",
+                     verdict.rfind("FAIL", 0) == 0 ? "fail" : verdict.rfind("INCONCLUSIVE", 0) == 0 ? "warn" : "pass",
                      html_escape(verdict));
     h += fmt::format("<p class=\"conditions\">Conditions: {}. From {}.</p>\n", html_escape(verify_conditions(v)),
                      html_escape(v.file));
@@ -593,8 +672,13 @@ std::string render_html(const Model& model, const std::vector<Chart>& charts) {
         if (chart.section == fmt::format("error:{}", i)) h += figure(chart);
       h += html_table(error_table(v));
     }
-    if (v.doc.contains("mutants") && v.doc["mutants"].is_array() && !v.doc["mutants"].empty())
+    if (v.doc.contains("mutants") && v.doc["mutants"].is_array() && !v.doc["mutants"].empty()) {
       h += "<h3>Mutants</h3>\n" + html_table(mutants_table(v));
+      const Table matrix = kill_matrix_table(v);
+      if (!matrix.empty())
+        h += "<h4>Kill matrix</h4>\n" + html_table(matrix, "matrix") + "<p class=\"conditions\">" +
+             html_escape(kill_matrix_legend) + "</p>\n";
+    }
   }
   if (!model.ignored_benchmarks.empty())
     h += fmt::format("<p>Benchmarks without an n: field, not reported: {}.</p>\n",

@@ -52,9 +52,9 @@ TEST_CASE("bad report inputs give a clear error naming file and field, and write
     expected_text = "malformed JSON";
   }
   SECTION("an unsupported json_schema_version") {
-    inputs.verify_files.push_back(fixture("verify_version_2.json"));
-    expected_file = "verify_version_2.json";
-    expected_text = "field 'json_schema_version' is 2; this attncheck reads version 1";
+    inputs.verify_files.push_back(fixture("verify_version_3.json"));
+    expected_file = "verify_version_3.json";
+    expected_text = "field 'json_schema_version' is 3; this attncheck reads versions 1 to 2";
   }
   SECTION("a verify file without json_schema_version") {
     inputs.verify_files.push_back(fixture("verify_no_version.json"));
@@ -88,7 +88,7 @@ TEST_CASE("a bad input leaves an existing report untouched") {
   const ReportResult first = write_report(good_inputs(), out);
   const std::string before = read_text(first.html_path);
   ReportInputs bad = good_inputs();
-  bad.verify_files.push_back(fixture("verify_version_2.json"));
+  bad.verify_files.push_back(fixture("verify_version_3.json"));
   CHECK_THAT(error_of(bad, out), Contains("json_schema_version"));
   CHECK(read_text(first.html_path) == before);
   CHECK(read_text(first.markdown_path).find("naive-eigen") != std::string::npos);
@@ -145,4 +145,36 @@ TEST_CASE("an implementation name holding slashes (a plugin path) is kept whole"
   CHECK(result.headline[0].implementation == "plugin:/opt/attn/lib.so");
   CHECK(result.headline[0].configuration == "d=128, mask=none, threads=2");
   CHECK(result.headline[0].largest_n == 512);
+}
+
+TEST_CASE("verify JSON version 1 and 2 are both read; each version's statuses and fields are checked") {
+  ScratchDir dir;
+  ReportInputs inputs;
+  inputs.verify_files = {fixture("verify_fused.json"), fixture("verify_v2_inconclusive.json"), fixture("verify_v2_mutants.json")};
+  const ReportResult result = write_report(inputs, dir.sub("out"));
+  const auto report = nlohmann::json::parse(read_text(result.json_path));
+  REQUIRE(report["verification"].size() == 3);
+  CHECK(report["verification"][0]["verify_json_schema_version"] == 1);
+  CHECK(report["verification"][1]["verify_json_schema_version"] == 2);
+
+  auto write = [&](const std::string& name, const nlohmann::json& doc) {
+    std::ofstream(dir.sub(name)) << doc.dump(2);
+    ReportInputs bad;
+    bad.verify_files = {dir.sub(name)};
+    return error_of(bad, dir.sub("bad-out"));
+  };
+  // INCONCLUSIVE came with version 2: a version 1 file holding it is malformed.
+  auto v1 = nlohmann::json::parse(read_text(fixture("verify_fused.json")));
+  v1["properties"][0]["status"] = "INCONCLUSIVE";
+  CHECK_THAT(write("v1-inconclusive.json", v1), Contains("properties[0]: field 'status': unknown value 'INCONCLUSIVE'"));
+  auto v2 = nlohmann::json::parse(read_text(fixture("verify_v2_inconclusive.json")));
+  v2["properties"][1]["inconclusive"] = "thirty";
+  CHECK_THAT(write("v2-count.json", v2), Contains("properties[1]: field 'inconclusive' must be a number"));
+  v2 = nlohmann::json::parse(read_text(fixture("verify_v2_inconclusive.json")));
+  v2["properties"][0]["notes"] = {1, 2};
+  CHECK_THAT(write("v2-notes.json", v2), Contains("properties[0]: field 'notes' must hold strings"));
+  auto mutants = nlohmann::json::parse(read_text(fixture("verify_v2_mutants.json")));
+  mutants["mutants"][1]["matrix"] = {42};
+  CHECK_THAT(write("v2-matrix.json", mutants), Contains("mutants[1]: field 'matrix' must hold objects"));
+  CHECK_FALSE(std::filesystem::exists(dir.sub("bad-out")));
 }

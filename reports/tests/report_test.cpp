@@ -260,3 +260,52 @@ TEST_CASE("an implementation that was only verified gets a headline row with its
   CHECK_THAT(md, Contains("| fused | FAIL: 1 of 4 properties (row_sum) |\n\n_Conditions: fused: AMD EPYC 9R45 (fixture), "
                           "1 core(s), g++ 12.2.0 -O3 -DNDEBUG, SIMD target AVX3_ZEN4, seed 12345"));
 }
+
+TEST_CASE("the property table shows inconclusive and declined counts, the flag and the notes (version 2)") {
+  ScratchDir dir;
+  ReportInputs inputs;
+  inputs.verify_files = {fixture("verify_v2_inconclusive.json"), fixture("verify_fused.json")};
+  const ReportResult result = write_report(inputs, dir.sub("out"));
+  const std::string md = read_text(result.markdown_path);
+  CHECK_THAT(md, Contains("| property | status | cases | inconclusive | declined (out of range) | seconds | worst error / bound | oracle | notes |"));
+  CHECK_THAT(md, Contains("| shape | PASSED | 100 | 0 | 3 | 0.500 | — | — | declined as out of range (accepted): declined a case "
+                          "out of range for bf16 (row [0][0][2]: the logit of key 1 overflows bf16 arithmetic): too big; "
+                          "note: flushes weights below 2^-120 to zero |"));
+  CHECK_THAT(md, Contains("| differential_reference | PASSED | 100 | 30 | 0 |"));
+  CHECK_THAT(md, Contains("FLAG: 30 of 130 checked cases (23 %) inconclusive: row [0][0][0]: logit error 0.7 is not small"));
+  CHECK_THAT(md, Contains("| temperature_zero_limit | INCONCLUSIVE | 4 | 101 | 0 |"));
+  CHECK_THAT(md, Contains("only 4 of 100 cases could be judged"));
+  CHECK_THAT(md, Contains("| mask_zero | SKIPPED | 0 | 0 | 1001 |"));
+  CHECK_THAT(md, Contains("the implementation declined every case (1001) as out of range"));
+  // Version 1 files have no counts: a dash, not a zero.
+  CHECK_THAT(md, Contains("| row_sum | FAILED | 7 | — | — |"));
+  // INCONCLUSIVE is not a pass.
+  CHECK_THAT(md, Contains("**INCONCLUSIVE: 1 of 4 properties (temperature_zero_limit)**"));
+  const std::string html = read_text(result.html_path);
+  CHECK_THAT(html, Contains("<td class=\"warn\">INCONCLUSIVE</td>"));
+  CHECK_THAT(html, Contains("<td>declined as out of range (accepted): declined a case out of range for bf16"));
+  CHECK_THAT(html, Contains("note: flushes weights below 2^-120 to zero"));
+  CHECK_THAT(html, Contains("<strong class=\"warn\">INCONCLUSIVE: 1 of 4 properties"));
+}
+
+TEST_CASE("the report shows each mutant's verdict, expected killers and the kill matrix (version 2)") {
+  ScratchDir dir;
+  ReportInputs inputs;
+  inputs.verify_files = {fixture("verify_v2_mutants.json")};
+  const ReportResult result = write_report(inputs, dir.sub("out"));
+  const std::string md = read_text(result.markdown_path);
+  CHECK_THAT(md, Contains("| mutant | killed | killed by | expected killers | verdict | case |"));
+  CHECK_THAT(md, Contains("| mutant:column_softmax | true | row_sum | row_sum, differential_reference | KILLED_AS_EXPECTED | b1h1q1k2d1 |"));
+  CHECK_THAT(md, Contains("| mutant:overflow_zeros | false | — | row_sum, differential_reference | ESCAPED | — |"));
+  CHECK_THAT(md, Contains("| mutant | shape | row_sum | differential_reference |"));
+  CHECK_THAT(md, Contains("| mutant:column_softmax | . | [K] | [K] |"));
+  CHECK_THAT(md, Contains("| mutant:overflow_zeros | . | [i] | [C] |"));
+  CHECK_THAT(md, Contains("| mutant:tau_multiplied | K | G | . |"));
+  // Escaped and unexpectedly killed mutants fail the run's verdict.
+  CHECK_THAT(md, Contains("**FAIL: 2 of 3 mutants (mutant:overflow_zeros ESCAPED, mutant:tau_multiplied KILLED_UNEXPECTEDLY)**"));
+  const std::string html = read_text(result.html_path);
+  CHECK_THAT(html, Contains("<h4>Kill matrix</h4>"));
+  CHECK_THAT(html, Contains("<td class=\"fail\">ESCAPED</td>"));
+  CHECK(result.headline.size() == 1);
+  CHECK_THAT(result.headline[0].verdict, Contains("FAIL: 2 of 3 mutants"));
+}

@@ -17,6 +17,10 @@ std::unique_ptr<Implementation> make_fused_implementation();
 std::unique_ptr<Implementation> make_reference_implementation(const std::string& precision);
 /// The naive row-by-row attention in float ("fp32"), double ("fp64") or long
 /// double ("extended"), with an optional flaw (a mutant). Exposes weights.
+/// fp16 and bf16 ("naive-fp16", "naive-bf16"): Q, K, V rounded to the class
+/// (nearest, ties to even, with subnormals), the float attention, O and A
+/// rounded to the class; Unsupported for an input beyond the class's largest
+/// finite value or a readable key whose float logit overflows.
 std::unique_ptr<Implementation> make_naive_implementation(Precision precision, Flaw flaw = Flaw::none,
                                                           const std::string& name = "");
 /// A naive implementation of the same precision as `precision`, for the

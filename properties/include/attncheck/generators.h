@@ -5,6 +5,16 @@
 // the max, logits past exp's overflow, rows whose logit scales differ by
 // hundreds, tiny and subnormal values, exact zeros, repeated V rows and outputs
 // that cancel to near zero.
+//
+// Edges (DESIGN.md "Properties"): a share of the cases has long rows (n_k in the
+// thousands, with few queries and modest d so that the oracle stays cheap);
+// another share has peaked rows (Q and K near 1e3, logits up to ~1e6, rows
+// near one-hot) or products near the float maximum (Q and K in 1e18..1e20,
+// so that some dot products, scaled logits or logits over τ overflow float).
+// Values never leave the request's precision class: the 1e20 profiles are only
+// drawn for classes that hold them, and for the others (fp16) Q and K are
+// scaled by powers of two until no Σ|q·k|·scale/τ exceeds half the class's
+// largest value.
 #pragma once
 
 #include <rapidcheck.h>
@@ -30,7 +40,25 @@ struct CaseRequest {
   bool multi_slice = false;     ///< batch·heads > 1
   bool integer_qk = false;      ///< Q and K hold small integers (exact dot products)
   bool fixed_temperature = false;  ///< τ = 1 (the property sets its own)
+  /// The class of the implementation the cases are for (verify sets it from
+  /// impl.precision()): no generated value is beyond it.
+  Precision precision = Precision::fp32;
+  /// Long rows: kLongRowPercent % of the cases have n_k in [1000, max_long_n_k]
+  /// (1024, 1025, 2048, 2049, 4096 favoured) with n_q ≤ 16 and d ≤ 64 (n_q = 1,
+  /// d ≤ 16 for extended and multiprecision classes, whose oracle is
+  /// multiprecision). 0 turns them off; so do max_n < kLongRowsMinMaxN (a run
+  /// restricted to small shapes, e.g. --max-n 8 for a slow plugin), max_long_n_k
+  /// ≤ max_n, and an implementation without cross attention (n_q = n_k).
+  /// Shrinking tries the ordinary shapes first, then shorter long rows.
+  int64_t max_long_n_k = 4096;
 };
+
+/// The share of long-row cases, in percent.
+inline constexpr int kLongRowPercent = 12;
+/// Long rows are generated only when max_n is at least this.
+inline constexpr int64_t kLongRowsMinMaxN = 64;
+/// Long rows have at most this many queries.
+inline constexpr int64_t kLongRowMaxQueries = 16;
 
 /// Cases for `request`, labelled with "aux" (a number each property uses for its
 /// own choices: permutations, shifts, which keys to replace) so that a case
@@ -39,6 +67,11 @@ rc::Gen<Case> gen_case(const CaseRequest& request);
 
 /// Generators of the pieces, exposed for tests.
 rc::Gen<int64_t> gen_length(int64_t max);
+/// n_k of a long row: 1000, 1024, 1025, 2047, 2048, 2049, 4095, 4096 (those up
+/// to max) or any length in [min(1000, max), max]; shrinks towards 1000.
+rc::Gen<int64_t> gen_long_length(int64_t max);
+/// True when `request` generates long rows at all.
+bool long_rows_enabled(const CaseRequest& request);
 rc::Gen<Shape> gen_shape(const CaseRequest& request);
 rc::Gen<Problem> gen_problem(const CaseRequest& request, const Shape& shape);
 

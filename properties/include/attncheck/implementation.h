@@ -30,11 +30,30 @@ struct Capabilities {
   bool threads = false;             ///< honours a thread count
 };
 
-/// The accuracy class an implementation claims; the tolerance model uses its
-/// unit roundoff.
+/// The accuracy class an implementation claims; the tolerance model, the
+/// generators and the verdicts read its PrecisionClass.
 enum class Precision { fp32, bf16, fp16, fp64, extended, multiprecision };
 double unit_roundoff(Precision p);
 std::string to_string(Precision p);
+
+/// A precision class as data (DESIGN.md "Precision classes"): what values it
+/// holds and how finely. Inputs are given in float; a class narrower than
+/// float rounds them (and its outputs) to itself.
+struct PrecisionClass {
+  Precision precision;
+  double unit_roundoff;     ///< u = 2^-p for p significand bits
+  double largest;           ///< largest finite value
+  double smallest_normal;   ///< below it values may be subnormal or flushed to zero
+  double subnormal_step;    ///< spacing of the subnormals (smallest positive value)
+  double exp_underflow;     ///< exp(x) is below smallest_normal for x below this
+  /// Exact weights below this may come back as 0: a note, not a failure
+  /// (the class's bottom few binades; fp32: 2^-120).
+  double weight_flush_note;
+};
+const PrecisionClass& precision_class(Precision p);
+/// True when the class stores fewer significand bits than float, so that the
+/// float inputs are themselves rounded to it.
+bool narrower_than_float(Precision p);
 
 /// How an implementation failed other than by a wrong answer. Thrown by
 /// forward() of implementations that run out of process (plugins, exec:).
@@ -49,6 +68,14 @@ class ImplementationFault : public std::runtime_error {
   Kind kind_;
 };
 
+/// Thrown by forward() when an implementation declines a case it cannot hold
+/// (values or logits outside its precision class's range). Accepted when the
+/// case is out of range for the class, a failure otherwise.
+class Unsupported : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class Implementation {
  public:
   virtual ~Implementation() = default;
@@ -59,7 +86,8 @@ class Implementation {
   /// Computes O into `out` ([batch][heads][n_q][d_v]) and, when `weights` is
   /// not empty (only asked when capabilities().weights), A into it
   /// ([batch][heads][n_q][n_k]). `threads` is a hint honoured when
-  /// capabilities().threads. Rejects bad input by throwing InvalidInput.
+  /// capabilities().threads. Rejects bad input by throwing InvalidInput and
+  /// a case outside its precision class by throwing Unsupported.
   virtual void forward(const Problem& problem, std::span<const float> q,
                        std::span<const float> k, std::span<const float> v,
                        std::span<float> out, std::span<float> weights, int threads) = 0;

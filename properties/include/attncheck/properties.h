@@ -15,11 +15,21 @@
 
 namespace attncheck {
 
-/// The verdict on one case.
+/// The verdict on one case. At most one of discard, inconclusive and
+/// unsupported is set; a case with any of them set is neither a pass nor a failure.
 struct Outcome {
   bool ok = true;
   bool discard = false;               ///< the case does not exercise the property
-  std::string message;                ///< why it failed (or was discarded)
+  /// The tolerance model cannot judge the case (first-order model does not hold,
+  /// or a value leaves the class's range): counted and shown, never a pass.
+  bool inconclusive = false;
+  /// The implementation declined (Unsupported or InvalidInput) a case that is
+  /// out of range for its precision class: accepted, counted and shown.
+  bool unsupported = false;
+  std::string message;                ///< why it failed (or was discarded, inconclusive, unsupported)
+  /// Deviations worth a note that are not failures, e.g. "flushes weights below
+  /// 1.7e-38 to zero"; collected per property.
+  std::vector<std::string> notes;
   std::optional<double> worst_ratio;  ///< worst error / bound, where there is a bound
   std::string oracle;                 ///< the reference that judged it, if any
   int64_t slice_b = 0, slice_h = 0;   ///< the slice where it failed

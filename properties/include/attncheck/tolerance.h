@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -13,18 +14,29 @@
 
 namespace attncheck {
 
-/// Multiplies the first-order bound; covers second-order terms, exp evaluated
-/// to a few ulps, and the rescaling steps of an online softmax.
-inline constexpr double kSafetyFactor = 4.0;
-/// Smallest normal float: products and weights below it may flush to zero.
-inline constexpr double kFloatTiny = 0x1p-126;
+/// The confidence parameter λ of the probabilistic accumulation model: a sum
+/// of n terms in unit roundoff u errs by at most γ̃_n(λ)·Σ|terms|,
+/// γ̃_n(λ) = exp(λ√n·u + n·u²/(1−u)) − 1, with probability at least
+/// 1 − 2n·exp(−λ²(1−u)²/2) under Higham and Mary's model (λ = 8: 1 − 2n·1.3e-14).
+inline constexpr double kLambda = 8.0;
+/// Relative error of exp, in units of u, as an implementation evaluates it
+/// (a vectorised polynomial to a few ulps).
+inline constexpr double kExpUlps = 4.0;
+/// A row whose largest relevant logit-error exponent x exceeds this is beyond
+/// the first-order model: its verdict is INCONCLUSIVE (outputs are still held
+/// to the convex hull of the readable V rows).
+inline constexpr double kFirstOrderLimit = 0.5;
 /// An oracle is trusted when its own bound is below this fraction of the
 /// implementation's bound.
 inline constexpr double kOracleTrust = 1e-3;
 
+/// The accumulation factor min(γ_n, γ̃_n(λ)) for n roundings of unit roundoff u:
+/// the worst case where it is smaller (n < λ²), the probabilistic one beyond.
+double accumulation_factor(int64_t n, double u);
+
 struct BoundOptions {
-  /// Unit roundoff of the arithmetic being bounded (unit_roundoff(precision)).
-  double u = 0x1p-24;
+  /// The precision class of the implementation being bounded.
+  Precision precision = Precision::fp32;
   /// Roundings to float of each logit's inputs before the call, e.g. 1 when K
   /// was shifted (K + c is itself rounded); counted with float's unit roundoff.
   int extra_input_roundings = 0;
@@ -33,22 +45,37 @@ struct BoundOptions {
   bool exact_dot_products = false;
 };
 
-/// Per-element bounds for one case, plus the quantities they are built from.
+/// Per-element bounds for one case, and the exact values they were built from.
 /// All vectors are in the layout of problem.h.
 struct ErrorBounds {
   std::vector<double> out;          ///< bound on |O - O_exact|, [b][h][n_q][d_v]
   std::vector<double> weights;      ///< bound on |A - A_exact|, [b][h][n_q][n_k]
-  std::vector<double> a;            ///< A in long double, rounded to double
-  std::vector<double> o;            ///< O in long double, rounded to double
-  std::vector<double> mixed;        ///< Σ_j a_ij·|v_jc|, [b][h][n_q][d_v]
-  std::vector<double> logit_range;  ///< max − min allowed logit, [b][h][n_q]
+  std::vector<double> a;            ///< exact A (long double, rounded to double)
+  std::vector<double> o;            ///< exact O (long double, rounded to double)
+  std::vector<double> mixed;        ///< W = Σ_j a_ij·|v_jc|, [b][h][n_q][d_v]
+  std::vector<double> hull_lo, hull_hi;  ///< per-column min/max of the readable V rows, [b][h][n_q][d_v]
   std::vector<char> empty_row;      ///< 1 where every key is masked, [b][h][n_q]
+  /// 1 where the first-order model does not hold for the row (see
+  /// kFirstOrderLimit); its bounds are then only the convex hull's, [b][h][n_q]
+  std::vector<char> inconclusive_row;
+  std::string inconclusive_reason;  ///< why, for the first such row
 };
 
 /// The bound of docs/tolerance.md for every element of O and A. Takes a valid
-/// case (validate() it first). Output elements are also allowed the rounding of
-/// the result to float (u_fp32·|O|), since every implementation writes float.
+/// case (validate() it first).
 ErrorBounds forward_error_bounds(const Case& c, const BoundOptions& options);
+
+/// How far outside the convex hull of the readable V rows (|V| ≤ vmax) an
+/// output of a row of n_k keys may land through rounding alone: the
+/// accumulation, the normalisation, the written result's rounding and underflow.
+double hull_tolerance(int64_t n_k, double vmax, Precision precision);
+
+/// Why `c` is out of range for `precision`'s class (an input beyond its largest
+/// value, or a readable key's product sum, scaled logit or logit beyond it, or an
+/// output accumulation that could overflow), naming the tensor and index or the
+/// row; nullopt when the class holds it. An implementation may reject such a
+/// case (Unsupported or InvalidInput); a wrong number is still a failure.
+std::optional<std::string> out_of_class_range(const Case& c, Precision precision);
 
 /// Worst element of a comparison, as a fraction of its bound.
 struct Comparison {
@@ -56,11 +83,17 @@ struct Comparison {
   double worst_ratio = 0;  ///< max |got − expected| / bound; +inf for NaN or a zero bound exceeded
   int64_t worst_index = -1;
   double got = 0, expected = 0, error = 0, bound = 0;
+  /// Elements returned as exactly 0 whose exact value lies below `flush_note`
+  /// (accepted, reported as a note), and the largest such exact value.
+  int64_t flushed = 0;
+  double largest_flushed = 0;
 };
 
-/// Compares element by element; NaN or infinity in `got` always fails.
+/// Compares element by element; NaN or infinity in `got` always fails. With
+/// `flush_note` > 0 (weights: the class's weight_flush_note), an element returned
+/// as 0 whose exact value is below it is accepted and counted in `flushed`.
 Comparison compare(std::span<const float> got, std::span<const double> expected,
-                   std::span<const double> bound);
+                   std::span<const double> bound, double flush_note = 0);
 
 /// "[b][h][row][col]" for a flat index into a [batch][heads][rows][cols] tensor.
 std::string index_name(const Shape& s, int64_t rows, int64_t cols, int64_t flat);

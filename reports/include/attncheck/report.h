@@ -15,8 +15,11 @@ namespace attncheck {
 
 /// The report's own JSON version (report.json "json_schema_version").
 inline constexpr int report_json_schema_version = 1;
-/// The only verify JSON version this generator reads.
-inline constexpr int verify_json_schema_version = 1;
+/// The verify JSON versions this generator reads: from the oldest to the
+/// newest (docs/verify-json.md). Version 2 added INCONCLUSIVE, the counts of
+/// inconclusive and declined cases, notes, and the mutants' kill matrix.
+inline constexpr int oldest_verify_json_schema_version = 1;
+inline constexpr int verify_json_schema_version = 2;
 
 /// What to read and how to draw.
 struct ReportInputs {
