@@ -83,7 +83,7 @@ ErrorBounds forward_error_bounds(const Case& c, const BoundOptions& options) {
   std::vector<LD> logit(nk), a(nk), e(nk), x(nk), g(nk);
   std::vector<char> ok(nk);
   const size_t dv_size = static_cast<size_t>(s.d_v);
-  std::vector<LD> o(dv_size), mixed(dv_size), positive(dv_size), negative(dv_size), lo(dv_size), hi(dv_size),
+  std::vector<double> o(dv_size), mixed(dv_size), positive(dv_size), negative(dv_size), lo(dv_size), hi(dv_size),
       logit_part(dv_size), small_terms(dv_size), underflow(dv_size);
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t h = 0; h < s.heads; ++h) {
@@ -100,22 +100,28 @@ ErrorBounds forward_error_bounds(const Case& c, const BoundOptions& options) {
           const size_t jj = static_cast<size_t>(j);
           ok[jj] = allowed(p, b, h, i, j);
           if (!ok[jj]) continue;
-          LD dot = 0, magnitude = 0, stored = 0, flushed = 0;
+          // In double: products of floats are exact in it, and the bound needs
+          // its own exact values only to a relative 1e-13 or so (x87 long double
+          // would make the bound several times slower than the oracle).
+          double dot = 0, magnitude = 0, stored = 0, flushed = 0;
+          const float* Qi = Q + i * s.d_k;
+          const float* Kj = K + j * s.d_k;
           for (int64_t t = 0; t < s.d_k; ++t) {
-            const LD qv = Q[i * s.d_k + t], kv = K[j * s.d_k + t];
-            const LD prod = std::fabs(qv * kv);
-            dot += qv * kv;
-            magnitude += prod;
-            if (ar.u_store > 0) {
-              // Each input rounded to the class, or flushed below its smallest normal.
-              const LD eq = std::fabs(qv) < ar.tiny ? std::fabs(qv) : ar.u_store * std::fabs(qv);
-              const LD ek = std::fabs(kv) < ar.tiny ? std::fabs(kv) : ar.u_store * std::fabs(kv);
-              stored += eq * std::fabs(kv) + std::fabs(qv) * ek + eq * ek;
-            }
-            if (!options.exact_dot_products) flushed += std::min<LD>(prod, ar.tiny);
+            const double prod = static_cast<double>(Qi[t]) * Kj[t];
+            dot += prod;
+            magnitude += std::fabs(prod);
+            flushed += std::min(std::fabs(prod), ar.tiny);
           }
-          logit[jj] = dot * mult;
-          e[jj] = amult * ((dot_factor + input_rounding) * magnitude + stored + flushed);
+          if (options.exact_dot_products) flushed = 0;
+          if (ar.u_store > 0)
+            for (int64_t t = 0; t < s.d_k; ++t) {
+              // Each input rounded to the class, or flushed below its smallest normal.
+              const double qv = std::fabs(Qi[t]), kv = std::fabs(Kj[t]);
+              const double eq = qv < ar.tiny ? qv : ar.u_store * qv, ek = kv < ar.tiny ? kv : ar.u_store * kv;
+              stored += eq * kv + qv * ek + eq * ek;
+            }
+          logit[jj] = static_cast<LD>(dot) * mult;
+          e[jj] = amult * static_cast<LD>((dot_factor + input_rounding) * magnitude + stored + flushed);
           m = std::max(m, logit[jj]);
         }
         if (m == -std::numeric_limits<LD>::infinity()) {  // empty row: exact zeros expected (bound 0)
@@ -184,20 +190,23 @@ ErrorBounds forward_error_bounds(const Case& c, const BoundOptions& options) {
           if (a[j] < ar.tiny) bound += a[j];  // may flush to zero
           r.weights[idx] = static_cast<double>(bound);
         }
-        // Per column, in two passes over the readable V rows (row-major).
+        // Per column, in two passes over the readable V rows (row-major), in
+        // double for the same reason as the dot products.
         const size_t dv = static_cast<size_t>(s.d_v);
         std::fill(o.begin(), o.end(), 0), std::fill(mixed.begin(), mixed.end(), 0);
         std::fill(positive.begin(), positive.end(), 0), std::fill(negative.begin(), negative.end(), 0);
-        std::fill(lo.begin(), lo.end(), std::numeric_limits<LD>::infinity());
-        std::fill(hi.begin(), hi.end(), -std::numeric_limits<LD>::infinity());
+        std::fill(lo.begin(), lo.end(), std::numeric_limits<double>::infinity());
+        std::fill(hi.begin(), hi.end(), -std::numeric_limits<double>::infinity());
         for (size_t j = 0; j < nk; ++j) {
           if (!ok[j]) continue;
           const float* Vj = V + j * dv;
+          const double aj = static_cast<double>(a[j]);
           for (size_t col = 0; col < dv; ++col) {
-            const LD vj = Vj[col], term = a[j] * vj;
+            const double vj = Vj[col], term = aj * vj;
             o[col] += term;
             mixed[col] += std::fabs(term);
-            (term > 0 ? positive[col] : negative[col]) += std::fabs(term);
+            positive[col] += std::max(term, 0.0);
+            negative[col] += std::max(-term, 0.0);
             lo[col] = std::min(lo[col], vj), hi[col] = std::max(hi[col], vj);
           }
         }
@@ -206,11 +215,13 @@ ErrorBounds forward_error_bounds(const Case& c, const BoundOptions& options) {
         for (size_t j = 0; j < nk; ++j) {
           if (!ok[j]) continue;
           const float* Vj = V + j * dv;
+          const double aj = static_cast<double>(a[j]), gj = static_cast<double>(g[j]);
+          const bool weight_flushes = aj < ar.tiny;
           for (size_t col = 0; col < dv; ++col) {
-            const LD vj = Vj[col], term = a[j] * std::fabs(vj);
-            logit_part[col] += g[j] * std::fabs(vj - o[col]);
-            if (term < stagnation_limit * mixed[col]) small_terms[col] += term;
-            if (a[j] < ar.tiny || term < ar.tiny || (ar.u_store > 0 && std::fabs(vj) < ar.tiny)) underflow[col] += term;
+            const double vj = Vj[col], term = aj * std::fabs(vj);
+            logit_part[col] += gj * std::fabs(vj - o[col]);
+            small_terms[col] += term < stagnation_limit * mixed[col] ? term : 0.0;
+            underflow[col] += (weight_flushes || term < ar.tiny || (ar.u_store > 0 && std::fabs(vj) < ar.tiny)) ? term : 0.0;
           }
         }
         for (size_t col = 0; col < dv; ++col) {

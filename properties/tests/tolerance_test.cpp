@@ -251,3 +251,21 @@ TEST_CASE("the oracle follows the size and is trusted", "[tolerance]") {
     for (const Problem* prob : {&small, &large})
       CHECK(unit_roundoff(choose_oracle(*prob, p)) <= kOracleTrust * unit_roundoff(p));
 }
+
+TEST_CASE("the naive-ratio rule measures errors in units of each element's bound, and NaN is no allowance",
+          "[tolerance]") {
+  const Property* rule = find_property("differential_naive_ratio");
+  // Rows at very different scales: under a rule with one case-wide allowance
+  // (k × the naive peer's largest error) the large row's error would excuse
+  // the small row's.
+  Case c = random_case(2, 16, 8, 5);
+  for (int64_t t = 0; t < 8; ++t) c.q[static_cast<size_t>(t)] *= 300;
+  Scripted half(0.5), correct(0.0);
+  const Outcome bad = rule->check(half, c, 1);
+  INFO(bad.message);
+  CHECK_FALSE(bad.ok);
+  CHECK(rule->check(correct, c, 1).ok);
+  Scripted nan({std::nanf("")}, {}, Precision::fp32);
+  const Case one = one_query({1}, {1, 2}, {1, 2});
+  CHECK_FALSE(rule->check(nan, one, 1).ok);
+}
