@@ -47,6 +47,7 @@ void drop_timings(json& j) {
     j.erase("date");
     j.erase("cores_used");  // the thread count itself
     j.erase("case_file");   // each run writes into its own directory
+    j.erase("load_avg");    // the machine's load while it ran
     for (auto& [key, value] : j.items()) drop_timings(value);
   } else if (j.is_array()) {
     for (json& e : j) drop_timings(e);
