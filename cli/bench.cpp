@@ -17,6 +17,7 @@ namespace {
 struct BenchArguments {
   std::vector<std::string> impls;
   std::string n = "64,128,256,512,1024,2048,4096";
+  std::string n_q, n_k;  ///< cross shapes; with them, --n runs only when given
   std::string d = "64";
   std::string mask = "none";
   std::string batch = "1";
@@ -69,8 +70,13 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--impl", args->impls,
                   "Implementation to run, repeatable: fused, naive-eigen, naive-openblas, "
                   "reference-double (n <= 512 only); default fused");
-  cmd->add_option("--n", args->n, "Sequence lengths n = n_q = n_k, comma-separated")
-      ->capture_default_str();
+  CLI::Option* n_option =
+      cmd->add_option("--n", args->n, "Sequence lengths n = n_q = n_k, comma-separated")
+          ->capture_default_str();
+  cmd->add_option("--n-q", args->n_q,
+                  "Query lengths of cross/decode shapes, comma-separated (with --n-k: every n_q "
+                  "against every n_k; causal is then bottom-right aligned; --n runs too only if given)");
+  cmd->add_option("--n-k", args->n_k, "Key lengths of cross/decode shapes, comma-separated");
   cmd->add_option("--d", args->d, "Head dimensions d = d_k = d_v, comma-separated")
       ->capture_default_str();
   cmd->add_option("--mask", args->mask, "none or causal (or both: none,causal)")
@@ -87,10 +93,14 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--interleave", args->interleave,
                 "Run all repetitions in random interleaved order (fairer on a shared machine)");
   cmd->add_option("--max-bytes", args->max_bytes, "Refuse sizes whose buffers would need more memory (K, M, G, T)")->capture_default_str();
-  cmd->callback([args] {
+  cmd->callback([args, n_option] {
     BenchOptions options;
     if (!args->impls.empty()) options.impls = args->impls;
-    options.n = parse_positive_list(args->n, "--n");
+    const bool cross = !args->n_q.empty() || !args->n_k.empty();
+    if (!cross || n_option->count() > 0) options.n = parse_positive_list(args->n, "--n");
+    else options.n.clear();
+    if (!args->n_q.empty()) options.n_q = parse_positive_list(args->n_q, "--n-q");
+    if (!args->n_k.empty()) options.n_k = parse_positive_list(args->n_k, "--n-k");
     options.d = parse_positive_list(args->d, "--d");
     options.masks = split_words(args->mask);
     options.batch = parse_positive(args->batch, "--batch");
@@ -101,7 +111,13 @@ void add_bench_command(CLI::App& app) {
     options.json_path = args->json;
     options.interleave = args->interleave;
     const int64_t max_bytes = parse_byte_count(args->max_bytes);  // peers hold an n×n float score matrix
-    for (int64_t n : options.n) for (int64_t d : options.d) check_memory_budget({options.batch, options.heads, n, n, d, d}, false, 4.0, max_bytes, "bench --n " + std::to_string(n));
+    for (int64_t d : options.d) {
+      for (int64_t n : options.n) check_memory_budget({options.batch, options.heads, n, n, d, d}, false, 4.0, max_bytes, "bench --n " + std::to_string(n));
+      for (int64_t nq : options.n_q)
+        for (int64_t nk : options.n_k)
+          check_memory_budget({options.batch, options.heads, nq, nk, d, d}, false, 4.0, max_bytes,
+                              fmt::format("bench --n-q {} --n-k {}", nq, nk));
+    }
     run_benchmarks(options);
   });
 }

@@ -47,14 +47,41 @@ int64_t FlopsPerIteration() { return 12 * 2 * static_cast<int64_t>(hn::Lanes(hn:
 
 const char* ProbeTarget() { return hwy::TargetName(HWY_TARGET); }
 
+// Sums count floats (count a multiple of 8 vectors) with eight independent
+// chains, so the loop is bound by the loads, not by the adds' latency.
+float SumStream(const float* HWY_RESTRICT x, size_t count) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  auto s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
+  auto s4 = hn::Zero(d), s5 = hn::Zero(d), s6 = hn::Zero(d), s7 = hn::Zero(d);
+  for (size_t i = 0; i + 8 * N <= count; i += 8 * N) {
+    s0 = hn::Add(s0, hn::Load(d, x + i));
+    s1 = hn::Add(s1, hn::Load(d, x + i + N));
+    s2 = hn::Add(s2, hn::Load(d, x + i + 2 * N));
+    s3 = hn::Add(s3, hn::Load(d, x + i + 3 * N));
+    s4 = hn::Add(s4, hn::Load(d, x + i + 4 * N));
+    s5 = hn::Add(s5, hn::Load(d, x + i + 5 * N));
+    s6 = hn::Add(s6, hn::Load(d, x + i + 6 * N));
+    s7 = hn::Add(s7, hn::Load(d, x + i + 7 * N));
+  }
+  const auto sum = hn::Add(hn::Add(hn::Add(s0, s1), hn::Add(s2, s3)),
+                           hn::Add(hn::Add(s4, s5), hn::Add(s6, s7)));
+  return hn::GetLane(hn::SumOfLanes(d, sum));
+}
+
 }  // namespace attncheck::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <hwy/aligned_allocator.h>
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -64,6 +91,7 @@ namespace attncheck {
 HWY_EXPORT(FmaChains);
 HWY_EXPORT(FlopsPerIteration);
 HWY_EXPORT(ProbeTarget);
+HWY_EXPORT(SumStream);
 
 namespace {
 // Keeps the chains' results observable so the loop is not removed.
@@ -116,6 +144,70 @@ double measure_peak_fma_gflops(int threads) {
 }
 
 std::string peak_probe_target() { return HWY_DYNAMIC_DISPATCH(ProbeTarget)(); }
+
+size_t read_bandwidth_buffer_bytes() {
+  // 256 MiB: 8 × the L3 of a CCD of current desktop and server parts (32 MiB),
+  // and small enough to map quickly (first touch costs about 10 s per GiB in
+  // some virtual machines). sysconf's L3 size is not used: virtual machines
+  // report made-up sizes. ATTNCHECK_BANDWIDTH_MIB overrides it (64 .. 65536).
+  size_t mib = 256;
+  if (const char* env = std::getenv("ATTNCHECK_BANDWIDTH_MIB")) {
+    const long long value = std::atoll(env);
+    if (value >= 64 && value <= 65536) mib = static_cast<size_t>(value);
+  }
+  return mib << 20;
+}
+
+std::vector<double> measure_read_bandwidth_gbps(const std::vector<int>& thread_counts) {
+  const size_t bytes = read_bandwidth_buffer_bytes();
+  const size_t count = bytes / sizeof(float);
+  auto buffer = hwy::AllocateAligned<float>(count);
+  if (!buffer) throw std::bad_alloc();
+  int most = 1;
+  for (int t : thread_counts) most = std::max(most, t);
+  {  // first touch by `most` threads, so that each maps its own pages before any timing
+    const size_t part = hwy::DivCeil(count, static_cast<size_t>(most));
+    std::vector<std::thread> touch;
+    for (int t = 0; t < most; ++t)
+      touch.emplace_back([&, t] {
+        const size_t begin = std::min(count, static_cast<size_t>(t) * part);
+        std::fill(buffer.get() + begin, buffer.get() + std::min(count, begin + part), 1.0f);
+      });
+    for (auto& w : touch) w.join();
+  }
+  std::vector<double> results;
+  for (int threads : thread_counts) {
+    threads = std::max(threads, 1);
+    // Each thread reads its own contiguous share (a multiple of 1024 floats).
+    const size_t share = count / static_cast<size_t>(threads) / 1024 * 1024;
+    const int runs = 5;
+    double best = 0.0;
+    for (int run = 0; run < runs; ++run) {
+      std::atomic<int> ready{0};
+      std::atomic<bool> go{false};
+      std::vector<std::thread> workers;
+      for (int t = 1; t < threads; ++t) {
+        workers.emplace_back([&, t] {
+          ready.fetch_add(1);
+          while (!go.load()) std::this_thread::yield();
+          probe_sink.store(HWY_DYNAMIC_DISPATCH(SumStream)(buffer.get() + static_cast<size_t>(t) * share, share),
+                           std::memory_order_relaxed);
+        });
+      }
+      while (ready.load() < threads - 1) std::this_thread::yield();
+      const auto start = std::chrono::steady_clock::now();
+      go.store(true);
+      probe_sink.store(HWY_DYNAMIC_DISPATCH(SumStream)(buffer.get(), share), std::memory_order_relaxed);
+      for (auto& w : workers) w.join();
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      best = std::max(best, static_cast<double>(share * sizeof(float)) * threads / seconds * 1e-9);
+    }
+    results.push_back(best);
+  }
+  return results;
+}
+
+double measure_read_bandwidth_gbps(int threads) { return measure_read_bandwidth_gbps(std::vector<int>{threads}).front(); }
 
 }  // namespace attncheck
 #endif  // HWY_ONCE

@@ -14,6 +14,7 @@
 #include <new>
 #include <stdexcept>
 #include <random>
+#include <thread>
 
 #include "attncheck/attention.h"
 #include "attncheck/bench.h"
@@ -48,8 +49,10 @@ std::string cpu_model() {
 // Google Benchmark names a family instance "<family>/<args>/real_time". The
 // families are registered as "<impl>/d:<d>/mask:<m>/threads:<t>" with the
 // argument named n; this moves n next to the implementation, giving
-// "<impl>/n:<n>/d:<d>/mask:<m>/threads:<t>", and drops "real_time". The
-// aggregates over n (BigO, RMS) have no args and keep the family name.
+// "<impl>/n:<n>/d:<d>/mask:<m>/threads:<t>", and drops "real_time". A cross
+// family "<impl>/n_q:<q>/d:..." with the argument n_k becomes
+// "<impl>/n_q:<q>/n_k:<k>/d:...". The aggregates over n or n_k (BigO, RMS)
+// have no args and keep the family name.
 void canonicalise(benchmark::BenchmarkName& name) {
   name.time_type.clear();
   // From the right: an implementation name may hold slashes (plugin:/path/lib.so).
@@ -90,7 +93,25 @@ std::string family_suffix(int64_t d, const std::string& mask, int64_t threads) {
   return fmt::format("d:{}/mask:{}/threads:{}", d, mask, threads);
 }
 
-void add_context(double peak_gflops) {
+// The machine's limits measured before the benchmarks run.
+struct Limits {
+  double peak_gflops = 0.0;     ///< FMA peak of one core
+  double bandwidth_1 = 0.0;     ///< read bandwidth, GB/s, 1 thread
+  double bandwidth_all = 0.0;   ///< read bandwidth, GB/s, bandwidth_threads threads
+  int bandwidth_threads = 1;
+  /// The read bandwidth a call on `threads` threads can reach: the 1-thread
+  /// figure for 1, the all-threads figure for more (the machine's roof).
+  double bandwidth(int64_t threads) const { return threads <= 1 ? bandwidth_1 : bandwidth_all; }
+};
+
+void add_context(const BenchOptions& options, const Limits& limits) {
+  const double peak_gflops = limits.peak_gflops;
+  benchmark::AddCustomContext("read_bandwidth_gbps_1_thread", fmt::format("{:.2f}", limits.bandwidth_1));
+  benchmark::AddCustomContext("read_bandwidth_gbps_all_threads", fmt::format("{:.2f}", limits.bandwidth_all));
+  benchmark::AddCustomContext("read_bandwidth_threads", std::to_string(limits.bandwidth_threads));
+  benchmark::AddCustomContext("read_bandwidth_buffer_bytes", std::to_string(read_bandwidth_buffer_bytes()));
+  benchmark::AddCustomContext("batch", std::to_string(options.batch));
+  benchmark::AddCustomContext("heads", std::to_string(options.heads));
   benchmark::AddCustomContext("peak_fma_gflops", fmt::format("{:.2f}", peak_gflops));
   benchmark::AddCustomContext("peak_probe_target", peak_probe_target());
   benchmark::AddCustomContext("simd_target", active_target());
@@ -102,16 +123,21 @@ void add_context(double peak_gflops) {
   benchmark::AddCustomContext("openblas_config", openblas_get_config());
 }
 
-void register_family(const BenchImplementation& impl, const BenchOptions& options,
+// n_q = 0: a square family over n = n_q = n_k; otherwise a cross family of
+// that n_q over n_k.
+void register_family(const BenchImplementation& impl, const BenchOptions& options, int64_t n_q,
                      const std::vector<int64_t>& sizes, int64_t d, const std::string& mask,
-                     int64_t threads, double peak_gflops) {
-  // Named "<impl>/d:<d>/mask:<m>/threads:<t>" with the argument n; canonicalise()
-  // turns each instance's name into bench_name().
-  const std::string family = impl.name + "/" + family_suffix(d, mask, threads);
+                     int64_t threads, const Limits& limits) {
+  // Named "<impl>/d:<d>/mask:<m>/threads:<t>" with the argument n, or
+  // "<impl>/n_q:<n_q>/d:..." with the argument n_k; canonicalise() turns each
+  // instance's name into bench_name().
+  const std::string family = n_q == 0 ? impl.name + "/" + family_suffix(d, mask, threads)
+                                      : fmt::format("{}/n_q:{}/{}", impl.name, n_q, family_suffix(d, mask, threads));
   auto* bench = benchmark::RegisterBenchmark(
-      family.c_str(), [impl, options, d, mask, threads, peak_gflops](benchmark::State& state) {
+      family.c_str(), [impl, options, n_q, d, mask, threads, limits](benchmark::State& state) {
         const int64_t n = state.range(0);
-        const Problem problem = bench_problem(options, n, d, mask);
+        const Problem problem = n_q == 0 ? bench_problem(options, n, d, mask)
+                                         : bench_problem(options, n_q, n, d, mask);
         const Shape& s = problem.shape;
         std::mt19937 rng(20240601);
         std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -142,14 +168,23 @@ void register_family(const BenchImplementation& impl, const BenchOptions& option
         }
         state.SetComplexityN(n);
         const double flops = useful_flops(problem);
-        const double peak = peak_gflops * 1e9 *
-                            static_cast<double>(threads_used(impl.name, problem, threads));
+        const int64_t used = threads_used(impl.name, problem, threads);
+        const double peak = limits.peak_gflops * 1e9 * static_cast<double>(used);
+        const double bytes = moved_bytes(problem);
         using benchmark::Counter;
         state.counters["flops"] = Counter(flops, Counter::kIsIterationInvariantRate);
         state.counters["gflops"] = Counter(flops * 1e-9, Counter::kIsIterationInvariantRate);
         state.counters["peak_fraction"] = Counter(flops / peak, Counter::kIsIterationInvariantRate);
+        // Bytes moved per second (K and V read once, Q read, O written) and
+        // the fraction of the read bandwidth measured with as many threads.
+        state.counters["bytes"] = Counter(bytes, Counter::kIsIterationInvariantRate);
+        state.counters["gbytes_per_s"] = Counter(bytes * 1e-9, Counter::kIsIterationInvariantRate);
+        if (limits.bandwidth(used) > 0)
+          state.counters["bandwidth_fraction"] =
+              Counter(bytes / (limits.bandwidth(used) * 1e9), Counter::kIsIterationInvariantRate);
       });
-  bench->ArgName("n")->UseRealTime()->Unit(benchmark::kMillisecond)->Complexity(benchmark::oNSquared);
+  bench->ArgName(n_q == 0 ? "n" : "n_k")->UseRealTime()->Unit(benchmark::kMillisecond)
+      ->Complexity(n_q == 0 ? benchmark::oNSquared : benchmark::oN);
   for (int64_t n : sizes) bench->Arg(n);
 }
 
@@ -193,6 +228,19 @@ std::vector<std::string> bench_implementation_names() {
   return {"fused", "naive-eigen", "naive-openblas", "reference-double"};
 }
 
+double moved_bytes(const Problem& p) {
+  const Shape& s = p.shape;
+  double keys = 0.0;  // K and V rows read, over batch elements (then times heads)
+  for (int64_t b = 0; b < s.batch; ++b) {
+    int64_t last = 0;
+    for (int64_t i = 0; i < s.n_q; ++i) last = std::max(last, key_limit(p, b, i));
+    keys += static_cast<double>(last);
+  }
+  const auto heads = static_cast<double>(s.heads);
+  return 4.0 * (static_cast<double>(s.q_size() + s.out_size()) +
+                keys * heads * static_cast<double>(s.d_k + s.d_v));
+}
+
 double useful_flops(const Problem& p) {
   const Shape& s = p.shape;
   double pairs = 0.0;
@@ -234,10 +282,14 @@ std::vector<int64_t> parse_positive_list(const std::string& text, const std::str
 void check_bench_options(const BenchOptions& o) {
   if (o.impls.empty()) fail("option --impl: no implementation given");
   for (const auto& name : o.impls) find_bench_implementation(name);
+  if (o.n_q.empty() != o.n_k.empty())
+    fail(fmt::format("option {}: cross shapes need both --n-q and --n-k", o.n_q.empty() ? "--n-k" : "--n-q"));
+  if (o.n.empty() && o.n_q.empty()) fail("option --n: the list is empty (and no --n-q/--n-k)");
   const std::pair<const char*, const std::vector<int64_t>*> lists[] = {
-      {"--n", &o.n}, {"--d", &o.d}, {"--threads", &o.threads}};
+      {"--n", &o.n}, {"--n-q", &o.n_q}, {"--n-k", &o.n_k}, {"--d", &o.d}, {"--threads", &o.threads}};
   for (const auto& [option, list] : lists) {
-    if (list->empty()) fail(fmt::format("option {}: the list is empty", option));
+    const bool may_be_empty = list == &o.n || list == &o.n_q || list == &o.n_k;
+    if (list->empty() && !may_be_empty) fail(fmt::format("option {}: the list is empty", option));
     for (int64_t x : *list)
       if (x <= 0) fail(fmt::format("option {}: {} is not a positive integer", option, x));
   }
@@ -253,8 +305,11 @@ void check_bench_options(const BenchOptions& o) {
     fail(fmt::format("option --repetitions: {} is not a positive integer", o.repetitions));
   if (!(std::isfinite(o.min_time) && o.min_time > 0))
     fail(fmt::format("option --min-time: {} is not a positive number of seconds", o.min_time));
-  for (int64_t n : o.n)
-    for (int64_t d : o.d) validate_problem(bench_problem(o, n, d, "none"));
+  for (int64_t d : o.d) {
+    for (int64_t n : o.n) validate_problem(bench_problem(o, n, d, "none"));
+    for (int64_t nq : o.n_q)
+      for (int64_t nk : o.n_k) validate_problem(bench_problem(o, nq, nk, d, "none"));
+  }
 
   if (!o.json_path.empty()) {
     namespace fs = std::filesystem;
@@ -277,6 +332,19 @@ std::string bench_name(const std::string& impl, int64_t n, int64_t d, const std:
   return fmt::format("{}/n:{}/{}", impl, n, family_suffix(d, mask, threads));
 }
 
+std::string bench_name(const std::string& impl, int64_t n_q, int64_t n_k, int64_t d,
+                       const std::string& mask, int64_t threads) {
+  return fmt::format("{}/n_q:{}/n_k:{}/{}", impl, n_q, n_k, family_suffix(d, mask, threads));
+}
+
+Problem bench_problem(const BenchOptions& options, int64_t n_q, int64_t n_k, int64_t d,
+                      const std::string& mask) {
+  Problem p;
+  p.shape = {options.batch, options.heads, n_q, n_k, d, d};
+  p.causal = mask == "causal" ? Causal::bottom_right : Causal::none;
+  return p;
+}
+
 Problem bench_problem(const BenchOptions& options, int64_t n, int64_t d, const std::string& mask) {
   Problem p;
   p.shape = {options.batch, options.heads, n, n, d, d};
@@ -289,25 +357,50 @@ size_t run_benchmarks(const BenchOptions& options) {
   std::vector<BenchImplementation> impls;
   for (const auto& name : options.impls) impls.push_back(find_bench_implementation(name));
 
-  const double peak_gflops = measure_peak_fma_gflops(1);
+  Limits limits;
+  limits.peak_gflops = measure_peak_fma_gflops(1);
   fmt::print("peak fp32 FMA throughput: {:.1f} GFLOP/s per core ({}, best of 32 runs)\n",
-             peak_gflops, peak_probe_target());
+             limits.peak_gflops, peak_probe_target());
+  limits.bandwidth_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const std::vector<double> bandwidth = measure_read_bandwidth_gbps(
+      limits.bandwidth_threads == 1 ? std::vector<int>{1} : std::vector<int>{1, limits.bandwidth_threads});
+  limits.bandwidth_1 = bandwidth[0];
+  limits.bandwidth_all = limits.bandwidth_threads == 1 ? bandwidth[0] : bandwidth[1];
+  fmt::print("read bandwidth: {:.1f} GB/s on 1 thread, {:.1f} GB/s on {} ({} MiB streamed, best of 5 runs)\n",
+             limits.bandwidth_1, limits.bandwidth_all, limits.bandwidth_threads,
+             read_bandwidth_buffer_bytes() >> 20);
   std::fflush(stdout);
 
   benchmark::ClearRegisteredBenchmarks();
   size_t total = 0;
+  const size_t configs = options.d.size() * options.masks.size() * options.threads.size();
   for (const auto& impl : impls) {
+    const auto fits = [&](int64_t n) { return impl.max_n == 0 || n <= impl.max_n; };
     std::vector<int64_t> sizes, skipped;
-    for (int64_t n : options.n) (impl.max_n == 0 || n <= impl.max_n ? sizes : skipped).push_back(n);
+    for (int64_t n : options.n) (fits(n) ? sizes : skipped).push_back(n);
     if (!skipped.empty())
       fmt::print(stderr, "note: {} skipped for n = {} (it runs only n <= {})\n", impl.name,
                  fmt::join(skipped, ", "), impl.max_n);
-    if (sizes.empty()) continue;
-    for (int64_t d : options.d)
-      for (const auto& mask : options.masks)
-        for (int64_t threads : options.threads)
-          register_family(impl, options, sizes, d, mask, threads, peak_gflops);
-    total += sizes.size() * options.d.size() * options.masks.size() * options.threads.size();
+    if (!sizes.empty()) {
+      for (int64_t d : options.d)
+        for (const auto& mask : options.masks)
+          for (int64_t threads : options.threads)
+            register_family(impl, options, 0, sizes, d, mask, threads, limits);
+      total += sizes.size() * configs;
+    }
+    for (int64_t n_q : options.n_q) {
+      std::vector<int64_t> keys, skipped_keys;
+      for (int64_t n_k : options.n_k) (fits(n_q) && fits(n_k) ? keys : skipped_keys).push_back(n_k);
+      if (!skipped_keys.empty())
+        fmt::print(stderr, "note: {} skipped for n_q = {}, n_k = {} (it runs only n <= {})\n", impl.name,
+                   n_q, fmt::join(skipped_keys, ", "), impl.max_n);
+      if (keys.empty()) continue;
+      for (int64_t d : options.d)
+        for (const auto& mask : options.masks)
+          for (int64_t threads : options.threads)
+            register_family(impl, options, n_q, keys, d, mask, threads, limits);
+      total += keys.size() * configs;
+    }
   }
 
   std::vector<std::string> args = {
@@ -327,7 +420,7 @@ size_t run_benchmarks(const BenchOptions& options) {
   argv.push_back(nullptr);
   int argc = static_cast<int>(args.size());
   benchmark::Initialize(&argc, argv.data());
-  add_context(peak_gflops);
+  add_context(options, limits);
 
   CanonicalNames<benchmark::ConsoleReporter> console(benchmark::ConsoleReporter::OO_Tabular);
   CanonicalNames<benchmark::JSONReporter> json;

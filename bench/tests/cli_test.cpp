@@ -31,7 +31,9 @@ fs::path scratch_dir() {
 Outcome run_cli(const std::string& args) {
   const fs::path err_file = scratch_dir() / "stderr.txt";
   const std::string command =
-      std::string(ATTNCHECK_CLI) + " bench " + args + " >/dev/null 2>" + err_file.string();
+      // A 64 MiB bandwidth probe: mapping 256 MiB takes seconds on some virtual machines.
+      "ATTNCHECK_BANDWIDTH_MIB=64 " + std::string(ATTNCHECK_CLI) + " bench " + args + " >/dev/null 2>" +
+      err_file.string();
   const int raw = std::system(command.c_str());
   Outcome outcome;
   outcome.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
@@ -100,6 +102,57 @@ TEST_CASE("attncheck bench writes Google Benchmark JSON with names, counters, Bi
   fs::remove_all(scratch_dir());
 }
 
+TEST_CASE("attncheck bench runs cross shapes --n-q × --n-k with bytes, GB/s and the read bandwidth", "[cli]") {
+  const fs::path json_path = scratch_dir() / "cross.json";
+  fs::remove(json_path);
+  const Outcome outcome = run_cli("--impl fused --n-q 1,3 --n-k 64,200 --n 32 --d 16 --heads 2 --batch 2 "
+                                  "--repetitions 1 --min-time 0.01 --json " + json_path.string());
+  INFO(outcome.err);
+  REQUIRE(outcome.status == 0);
+  std::ifstream in(json_path);
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  const auto& context = doc.at("context");
+  const double bw1 = std::stod(context.at("read_bandwidth_gbps_1_thread").get<std::string>());
+  CHECK(bw1 > 0.0);
+  CHECK(std::stod(context.at("read_bandwidth_gbps_all_threads").get<std::string>()) > 0.0);
+  CHECK(std::stoll(context.at("read_bandwidth_buffer_bytes").get<std::string>()) >= (int64_t{64} << 20));
+  CHECK(context.at("heads") == "2");
+  CHECK(context.at("batch") == "2");
+  std::set<std::string> iterations, big_o;
+  for (const auto& b : doc.at("benchmarks")) {
+    const std::string name = b.at("name").get<std::string>();
+    INFO(name);
+    if (b.at("run_type") == "iteration") {
+      iterations.insert(name);
+      // Bytes per call: Q and O (n_q rows of 16), K and V (n_k rows of 16), 2 batch × 2 heads, fp32.
+      const bool cross = name.find("/n_q:") != std::string::npos;
+      const double n_q = std::stod(name.substr(name.find(cross ? "/n_q:" : "/n:") + (cross ? 5 : 3)));
+      const double n_k = cross ? std::stod(name.substr(name.find("/n_k:") + 5)) : n_q;
+      const double bytes = 4.0 * 4 * 16 * (2 * n_q + 2 * n_k);
+      CHECK(b.at("bytes").get<double>() * b.at("real_time").get<double>() * 1e-3 == Approx(bytes).epsilon(1e-6));
+      CHECK(b.at("gbytes_per_s").get<double>() == Approx(b.at("bytes").get<double>() * 1e-9));
+      CHECK(b.at("bandwidth_fraction").get<double>() ==
+            Approx(b.at("bytes").get<double>() / (bw1 * 1e9)).epsilon(1e-3));
+      CHECK(b.at("flops").get<double>() * b.at("real_time").get<double>() * 1e-3 ==
+            Approx(4.0 * 4 * 16 * n_q * n_k).epsilon(1e-6));
+    } else if (b.value("aggregate_name", "") == "BigO") {
+      big_o.insert(name);
+      CHECK(b.at("big_o") == (name.find("/n_q:") != std::string::npos ? "N" : "N^2"));
+    }
+  }
+  for (int n_q : {1, 3})
+    for (int n_k : {64, 200}) {
+      const std::string name = "fused/n_q:" + std::to_string(n_q) + "/n_k:" + std::to_string(n_k) +
+                               "/d:16/mask:none/threads:1";
+      INFO(name);
+      CHECK(iterations.count(name) == 1);
+    }
+  CHECK(iterations.count("fused/n:32/d:16/mask:none/threads:1") == 1);
+  CHECK(iterations.size() == 5);
+  CHECK(big_o.count("fused/n_q:1/d:16/mask:none/threads:1_BigO") == 1);
+  fs::remove_all(scratch_dir());
+}
+
 TEST_CASE("attncheck bench rejects bad options naming the option, exit 2, nothing written", "[cli]") {
   const fs::path json_path = scratch_dir() / "never.json";
   const std::string json = " --json " + json_path.string();
@@ -112,6 +165,10 @@ TEST_CASE("attncheck bench rejects bad options naming the option, exit 2, nothin
       {"--impl naive-eigen --mask diagonal", "--mask"},
       {"--impl naive-eigen --threads 0", "--threads"},
       {"--impl naive-eigen --min-time abc", "--min-time"},
+      {"--impl fused --n-q 1,4", "--n-k"},
+      {"--impl fused --n-k 1024", "--n-q"},
+      {"--impl fused --n-q 1,0 --n-k 1024", "--n-q"},
+      {"--impl fused --n-q 1 --n-k x", "--n-k"},
   };
   for (const auto& [args, option] : bad) {
     INFO(args);

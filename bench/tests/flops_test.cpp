@@ -81,3 +81,41 @@ TEST_CASE("bench options are checked before anything runs", "[options]") {
   o.json_path.assign(1, '/');  // a directory (assign: GCC 12 -Wrestrict false positive on = "/")
   CHECK_THROWS_WITH(attncheck::check_bench_options(o), Catch::Contains("--json"));
 }
+
+TEST_CASE("bytes moved are Q and O once plus K and V once up to the last key read", "[bytes]") {
+  using attncheck::moved_bytes;
+  // 2 batch, 3 heads, n_q 4, n_k 100, d_k 8, d_v 16: Q 2·3·4·8, O 2·3·4·16, K 2·3·100·8, V 2·3·100·16.
+  CHECK(moved_bytes(make(2, 3, 4, 100, 8, 16)) == 4.0 * (192 + 384 + 4800 + 9600));
+  // Bottom-right causal reads every key (the last row reads all); top-left only the first n_q.
+  CHECK(moved_bytes(make(1, 1, 4, 100, 8, 8, Causal::bottom_right)) == 4.0 * (32 + 32 + 1600));
+  CHECK(moved_bytes(make(1, 1, 4, 100, 8, 8, Causal::top_left)) == 4.0 * (32 + 32 + 4 * 16));
+  Problem padded = make(2, 1, 1, 100, 8, 8);
+  padded.key_lengths = {10, 30};
+  CHECK(moved_bytes(padded) == 4.0 * (16 + 16 + 40 * 16));
+}
+
+TEST_CASE("cross-shape names are <impl>/n_q:<q>/n_k:<k>/d:<d>/mask:<mask>/threads:<t>", "[names]") {
+  CHECK(attncheck::bench_name("fused", 1, 16384, 128, "none", 2) ==
+        "fused/n_q:1/n_k:16384/d:128/mask:none/threads:2");
+}
+
+TEST_CASE("cross shapes: n_q × n_k, causal bottom-right aligned, both lists or neither", "[options]") {
+  attncheck::BenchOptions o;
+  o.impls = {"fused"};
+  o.heads = 8;
+  const Problem p = attncheck::bench_problem(o, 4, 1024, 128, "causal");
+  CHECK(p.shape.n_q == 4);
+  CHECK(p.shape.n_k == 1024);
+  CHECK(p.shape.heads == 8);
+  CHECK(p.shape.d_v == 128);
+  CHECK(p.causal == Causal::bottom_right);
+  CHECK(attncheck::bench_problem(o, 64, 64, "causal").causal == Causal::top_left);
+  o.n.clear();
+  CHECK_THROWS_WITH(attncheck::check_bench_options(o), Catch::Contains("--n"));
+  o.n_q = {1, 4};
+  CHECK_THROWS_WITH(attncheck::check_bench_options(o), Catch::Contains("--n-k"));
+  o.n_k = {1024};
+  CHECK_NOTHROW(attncheck::check_bench_options(o));
+  o.n_q.clear();
+  CHECK_THROWS_WITH(attncheck::check_bench_options(o), Catch::Contains("--n-q"));
+}

@@ -33,6 +33,27 @@ void validate_call(const Problem& problem, const float* q, const float* k, const
            {v, static_cast<size_t>(s.v_size())});
 }
 
+// validate_call() without the finiteness scan of K and V, which the decode
+// path makes as it streams them (a separate pass would double its memory
+// traffic). On any error the full validation runs, so that the error reported
+// is the one validate_call() reports first.
+void validate_call_but_kv_values(const Problem& problem, const float* q, const float* k,
+                                 const float* v) {
+  validate_problem(problem);
+  require_pointer(q, "q");
+  require_pointer(k, "k");
+  require_pointer(v, "v");
+  const Shape& s = problem.shape;
+  const bool q_finite = std::all_of(q, q + s.q_size(), [](float x) { return std::isfinite(x); });
+  try {
+    if (!q_finite) throw InvalidInput("Q: not finite");
+    validate_empty_rows(problem);
+  } catch (const InvalidInput&) {
+    validate_call(problem, q, k, v);
+    throw;
+  }
+}
+
 // scale/τ as the single float multiplier the kernel applies to Q.
 float float_multiplier(const Problem& problem) {
   const double multiplier = problem.logit_multiplier();
@@ -113,28 +134,45 @@ void exact_row(const Problem& p, const float* q, const float* k, const float* v,
 
 void attention(const Problem& problem, const float* q, const float* k, const float* v, float* out,
                const AttentionOptions& options) {
-  validate_call(problem, q, k, v);
-  require_pointer(out, "out");
-  if (options.threads < 0)
-    throw InvalidInput(fmt::format("threads: must be >= 0 (0 = one per hardware thread), got {}",
-                                   options.threads));
+  validate_problem(problem);
+  const bool decode = problem.shape.n_q <= detail::kDecodeMaxRows;
+  if (decode)
+    validate_call_but_kv_values(problem, q, k, v);
+  else
+    validate_call(problem, q, k, v);
   const Shape& s = problem.shape;
   detail::KernelArgs args;
+  try {
+    require_pointer(out, "out");
+    if (options.threads < 0)
+      throw InvalidInput(fmt::format("threads: must be >= 0 (0 = one per hardware thread), got {}",
+                                     options.threads));
+    args.multiplier = float_multiplier(problem);
+  } catch (const InvalidInput&) {
+    if (decode) validate_call(problem, q, k, v);  // a bad K or V is reported first, as before
+    throw;
+  }
   args.problem = &problem;
   args.q = q;
   args.k = k;
   args.v = v;
   args.out = out;
   args.lse = options.lse;
-  args.multiplier = float_multiplier(problem);
   args.chunks_per_slice = (s.n_q + detail::kChunkRows - 1) / detail::kChunkRows;
-  args.total_items = s.batch * s.heads * args.chunks_per_slice;
+  args.decode = decode;
+  args.splits_per_slice = (s.n_k + detail::kSplitKeys - 1) / detail::kSplitKeys;
+  args.total_items =
+      s.batch * s.heads * (args.decode ? args.splits_per_slice : args.chunks_per_slice);
 
   int64_t threads = options.threads;
   if (threads == 0) threads = std::max<int64_t>(1, std::thread::hardware_concurrency());
   threads = std::min(threads, args.total_items);
 
-  detail::run_attention(args, threads);
+  if (!detail::run_attention(args, threads)) {
+    // K or V holds a value that is not finite (decode path): name it.
+    validate_call(problem, q, k, v);
+    throw InvalidInput("K/V: a value is not finite");  // not reached: validate_call names it
+  }
 }
 
 AttentionTables attention_tables(const Problem& problem, const float* q, const float* k,

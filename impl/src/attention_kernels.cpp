@@ -11,7 +11,7 @@
 HWY_BEFORE_NAMESPACE();
 namespace attncheck::detail::HWY_NAMESPACE {
 
-void Attention(const KernelArgs& args, int64_t threads) { RunAttention(args, threads); }
+bool Attention(const KernelArgs& args, int64_t threads) { return RunAttention(args, threads); }
 
 int64_t KernelTarget() { return HWY_TARGET; }
 
@@ -24,8 +24,8 @@ namespace attncheck::detail {
 HWY_EXPORT(Attention);
 HWY_EXPORT(KernelTarget);
 
-void run_attention(const KernelArgs& args, int64_t threads) {
-  HWY_DYNAMIC_DISPATCH(Attention)(args, threads);
+bool run_attention(const KernelArgs& args, int64_t threads) {
+  return HWY_DYNAMIC_DISPATCH(Attention)(args, threads);
 }
 
 int64_t dispatched_target() { return HWY_DYNAMIC_DISPATCH(KernelTarget)(); }

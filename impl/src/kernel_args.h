@@ -14,6 +14,16 @@ namespace attncheck::detail {
 /// the chunks are spread over threads: the result is bitwise identical for any count.
 inline constexpr int64_t kChunkRows = 64;
 
+/// Decode path (attention-inl.h, RunDecode): calls with at most this many query
+/// rows stream K and V once, row-major, without packing Kᵀ.
+inline constexpr int64_t kDecodeMaxRows = 16;
+/// Keys per split of the decode path: each (slice, split) is one work item
+/// whose partial (max, sum, output) is merged with the others of its slice in
+/// split order. Fixed (never derived from the thread count), so the result is
+/// bitwise identical for any count, and long rows of one head still spread
+/// over several threads.
+inline constexpr int64_t kSplitKeys = 1024;
+
 struct KernelArgs {
   const Problem* problem = nullptr;
   const float* q = nullptr;
@@ -23,7 +33,10 @@ struct KernelArgs {
   float* lse = nullptr;            ///< optional, [batch][heads][n_q]
   float multiplier = 1.0f;         ///< scale / τ, applied once to each dot product
   int64_t chunks_per_slice = 0;    ///< ceil(n_q / kChunkRows)
-  int64_t total_items = 0;         ///< batch · heads · chunks_per_slice
+  bool decode = false;             ///< n_q <= kDecodeMaxRows: the decode path
+  int64_t splits_per_slice = 0;    ///< decode: ceil(n_k / kSplitKeys)
+  /// batch · heads · chunks_per_slice, or batch · heads · splits_per_slice (decode)
+  int64_t total_items = 0;
 };
 
 /// Query row i of slice (b, h) in long double, for a row fp32 cannot hold (a
@@ -36,8 +49,11 @@ void exact_row(const Problem& p, const float* q, const float* k, const float* v,
                int64_t h, int64_t i, long double* acc, float* out, float* lse, float* weights);
 
 /// Computes the whole call on the dispatched target with `threads` threads
-/// (the caller's included; at least 1, at most total_items).
-void run_attention(const KernelArgs& args, int64_t threads);
+/// (the caller's included; at least 1, at most total_items). The decode path
+/// validates K and V as it streams them (the caller checked everything else)
+/// and returns false, having written nothing, when one holds a value that is
+/// not finite; the tiled path expects them validated and returns true.
+bool run_attention(const KernelArgs& args, int64_t threads);
 
 /// The HWY_TARGET bit of the kernel that HWY_DYNAMIC_DISPATCH selects now.
 int64_t dispatched_target();

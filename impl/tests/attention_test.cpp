@@ -950,3 +950,146 @@ TEST_CASE("the tables hold scale and τ beyond float whose ratio fits: S and L n
     check_out_of_range_tables(p, in);
   }
 }
+
+// The decode path (n_q <= 16: K and V streamed once, keys split into chunks of
+// 1024 whose partials are merged in a fixed order): rows against the oracle,
+// every mask, several splits, d_k != d_v, batch and heads > 1, bitwise equal on
+// any thread count, every SIMD target, and K/V validated on the way.
+namespace {
+
+// Shapes with n_q = 1 .. 16 and n_k across one, two and three splits.
+std::vector<Shape> decode_shapes() {
+  return {
+      {2, 3, 1, 2500, 33, 17}, {1, 2, 4, 1025, 64, 128}, {2, 1, 16, 2049, 16, 8},
+      {1, 3, 3, 1024, 7, 65},  {3, 2, 5, 700, 128, 3},   {1, 1, 15, 3000, 9, 16},
+  };
+}
+
+void check_decode_threads(const Problem& p, const Inputs& in) {
+  std::vector<float> lse1;
+  const auto one = run_fused(p, in, 1, &lse1);
+  for (int threads : {2, 3, 0}) {
+    INFO(attncheck::canonical_name(p) << " threads " << threads);
+    std::vector<float> lse_t;
+    const auto many = run_fused(p, in, threads, &lse_t);
+    CHECK(std::memcmp(one.data(), many.data(), one.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(lse1.data(), lse_t.data(), lse1.size() * sizeof(float)) == 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("decode shapes (n_q 1 to 16, n_k to 3000) match the oracle under every mask, bitwise on any thread count") {
+  unsigned seed = 500;
+  int cases = 0;
+  double worst = 0.0;
+  for (const Shape& shape : decode_shapes()) {
+    for (const Problem& p : mask_variants(shape, seed)) {
+      const Inputs in = normal_inputs(p.shape, seed++);
+      const Oracle ref = oracle(p, in);
+      std::vector<float> lse;
+      const auto out = run_fused(p, in, 2, &lse);
+      const Comparison cmp = compare_output(p, in, ref, out);
+      INFO(attncheck::canonical_name(p) << " worst error/bound " << cmp.worst_ratio << " at " << cmp.where);
+      CHECK(cmp.worst_ratio <= 1.0);
+      worst = std::max(worst, cmp.worst_ratio);
+      for (size_t row = 0; row < lse.size(); ++row) {
+        INFO("lse row " << row);
+        if (ref.lse[row] == kNegInf) {
+          CHECK(lse[row] == -std::numeric_limits<float>::infinity());
+          continue;
+        }
+        const long double bound = 2.0L * kUnitRoundoff *
+                                  ((p.shape.d_k + 2) * ref.magnitude[row] + p.shape.n_k + 8 + std::fabs(ref.lse[row]));
+        CHECK(std::fabs(lse[row] - ref.lse[row]) <= bound);
+      }
+      check_decode_threads(p, in);
+      ++cases;
+    }
+  }
+  std::printf("decode: %d cases, worst error/bound %.3g\n", cases, worst);
+  CHECK(cases == 54);
+}
+
+TEST_CASE("decode shapes are accurate on every SIMD target") {
+  for (const std::string& name : attncheck::available_targets()) {
+    attncheck::force_target(name);
+    INFO("target " << name);
+    unsigned seed = 600;
+    for (const Shape& shape : {Shape{1, 2, 3, 2100, 20, 12}, Shape{2, 1, 16, 1100, 64, 40}}) {
+      Problem p;
+      p.shape = shape;
+      p.causal = Causal::bottom_right;
+      p.key_lengths = std::vector<int64_t>(static_cast<size_t>(shape.batch), shape.n_k - 3);
+      p.mask = random_mask(shape, 1, shape.heads, seed);
+      p.empty_rows = EmptyRowPolicy::zero;
+      check_against_oracle(p, seed++);
+      Problem plain;
+      plain.shape = shape;
+      check_against_oracle(plain, seed++);
+    }
+  }
+  attncheck::force_target("");
+}
+
+TEST_CASE("decode shapes: rows fp32 cannot hold, in any split, are computed on every thread count") {
+  const Shape shape{1, 2, 6, 2300, 16, 20};
+  int checked = 0;
+  for (const Problem& p : mask_variants(shape, 701)) {
+    std::vector<size_t> huge_rows;
+    const Inputs in = huge_inputs(shape, 707, huge_rows);
+    check_out_of_range(p, in, huge_rows);
+    ++checked;
+  }
+  CHECK(checked == 9);
+}
+
+TEST_CASE("decode shapes: a non-finite K or V value, read or not, throws naming it and writes nothing") {
+  const Shape shape{2, 2, 3, 2100, 8, 5};
+  const Inputs good = normal_inputs(shape, 801);
+  const float poison = std::bit_cast<float>(0x7fc0deadu);
+  Problem padded;  // keys past 1500 of batch 1 and past 1000 of batch 0 are read by no row
+  padded.shape = shape;
+  padded.key_lengths = {1000, 1500};
+  Problem masked;  // key 7 of every row masked out
+  masked.shape = shape;
+  masked.mask = ExplicitMask{1, 1, std::vector<uint8_t>(static_cast<size_t>(shape.n_q * shape.n_k), 1)};
+  for (int64_t i = 0; i < shape.n_q; ++i) masked.mask->allowed[static_cast<size_t>(i * shape.n_k + 7)] = 0;
+  const size_t dk = 8, dv = 5, nk = 2100;
+  struct Bad {
+    const char* what;
+    const Problem* problem;
+    bool in_k;
+    size_t index;
+    float value;
+  };
+  const Bad cases[] = {
+      {"K[", &padded, true, (0 * nk + 10) * dk + 3, std::nanf("")},             // read
+      {"K[", &padded, true, (2 * nk + 1800) * dk, std::numeric_limits<float>::infinity()},  // not read
+      {"V[", &padded, false, (3 * nk + 2050) * dv + 4, -std::numeric_limits<float>::infinity()},  // not read
+      {"V[", &padded, false, (1 * nk + 1999) * dv + 1, std::nanf("")},           // split 1, read... past 1000: not read
+      {"V[", &masked, false, (1 * nk + 7) * dv + 2, std::numeric_limits<float>::infinity()},  // masked key
+      {"V[", &masked, false, (3 * nk + 1500) * dv, std::nanf("")},               // read
+      {"K[", &masked, true, (2 * nk + 7) * dk + 1, std::nanf("")},               // masked key
+  };
+  for (const Bad& c : cases) {
+    for (int threads : {1, 2}) {
+      INFO(c.what << c.index << " threads " << threads);
+      Inputs in = good;
+      (c.in_k ? in.k : in.v)[c.index] = c.value;
+      std::vector<float> out(static_cast<size_t>(shape.out_size()), poison);
+      std::vector<float> lse(static_cast<size_t>(shape.batch * shape.heads * shape.n_q), poison);
+      attncheck::AttentionOptions options;
+      options.threads = threads;
+      options.lse = lse.data();
+      try {
+        attncheck::attention(*c.problem, in.q.data(), in.k.data(), in.v.data(), out.data(), options);
+        FAIL("no exception");
+      } catch (const attncheck::InvalidInput& e) {
+        CHECK_THAT(e.what(), Catch::Contains(c.what));
+      }
+      CHECK(std::all_of(out.begin(), out.end(), [](float x) { return std::bit_cast<uint32_t>(x) == 0x7fc0deadu; }));
+      CHECK(std::all_of(lse.begin(), lse.end(), [](float x) { return std::bit_cast<uint32_t>(x) == 0x7fc0deadu; }));
+    }
+  }
+}

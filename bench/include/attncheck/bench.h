@@ -35,10 +35,24 @@ std::vector<std::string> bench_implementation_names();
 /// key lengths and explicit masks count only the pairs they allow).
 double useful_flops(const Problem& problem);
 
+/// Bytes one forward call must move at least: Q and O once, and K and V once
+/// up to the last key any query row of the batch element may read (key lengths
+/// and causal masks shorten it; an explicit mask does not), summed over batch
+/// and heads, in fp32. Decode and cross shapes (small n_q, long n_k) are
+/// bound by this traffic, not by the flops: bytes / time against the machine's
+/// measured read bandwidth is their roofline.
+double moved_bytes(const Problem& problem);
+
 /// Options of `attncheck bench`.
 struct BenchOptions {
   std::vector<std::string> impls{"fused"};
+  /// Square shapes n = n_q = n_k (may be empty when n_q and n_k are given).
   std::vector<int64_t> n{64, 128, 256, 512, 1024, 2048, 4096};
+  /// Cross shapes: every n_q against every n_k (both given or neither). A
+  /// causal mask is bottom-right aligned here (the KV-cache alignment; equal to
+  /// top-left where n_q = n_k).
+  std::vector<int64_t> n_q;
+  std::vector<int64_t> n_k;
   std::vector<int64_t> d{64};
   std::vector<std::string> masks{"none"};  ///< "none" or "causal" (top-left; n_q = n_k here)
   int64_t batch = 1;
@@ -62,15 +76,25 @@ std::vector<int64_t> parse_positive_list(const std::string& text, const std::str
 /// writable) and throws InvalidInput naming the option. Writes nothing.
 void check_bench_options(const BenchOptions& options);
 
-/// The benchmark name "<impl>/n:<n>/d:<d>/mask:<mask>/threads:<t>".
+/// The benchmark name of a square shape "<impl>/n:<n>/d:<d>/mask:<mask>/threads:<t>"
+/// (n = n_q = n_k; the names of earlier versions, which reports read).
 std::string bench_name(const std::string& impl, int64_t n, int64_t d, const std::string& mask,
                        int64_t threads);
+/// The benchmark name of a cross shape
+/// "<impl>/n_q:<n_q>/n_k:<n_k>/d:<d>/mask:<mask>/threads:<t>".
+std::string bench_name(const std::string& impl, int64_t n_q, int64_t n_k, int64_t d,
+                       const std::string& mask, int64_t threads);
 
 /// The problem one benchmark runs: batch × heads, n_q = n_k = n, d_k = d_v = d.
 Problem bench_problem(const BenchOptions& options, int64_t n, int64_t d, const std::string& mask);
+/// A cross shape: batch × heads, n_q × n_k, d_k = d_v = d; causal is bottom-right aligned.
+Problem bench_problem(const BenchOptions& options, int64_t n_q, int64_t n_k, int64_t d,
+                      const std::string& mask);
 
-/// Checks the options, probes the peak FMA throughput, registers one Google
-/// Benchmark family over n per (impl, d, mask, threads), runs them (console
+/// Checks the options, probes the peak FMA throughput and the read bandwidth
+/// (both in the JSON context), registers one Google Benchmark family over n
+/// per (impl, d, mask, threads) and one over n_k per (impl, n_q, d, mask,
+/// threads), runs them (console
 /// table on stdout, Google Benchmark JSON to options.json_path) and returns
 /// the number of benchmarks run. Throws std::runtime_error naming every
 /// benchmark that failed (the others still run and are written).

@@ -2,7 +2,9 @@
 // the benchmarks' %-of-peak column divides by.
 #pragma once
 
+#include <cstddef>
 #include <string>
+#include <vector>
 
 namespace attncheck {
 
@@ -15,5 +17,22 @@ double measure_peak_fma_gflops(int threads = 1);
 
 /// The Highway target the probe dispatches to on this CPU (e.g. "AVX3").
 std::string peak_probe_target();
+
+}  // namespace attncheck
+
+namespace attncheck {
+
+/// Read bandwidth of main memory in GB/s (1e9 bytes per second) with
+/// `threads` threads: each sums its share of a buffer far larger than the
+/// last-level cache (read_bandwidth_buffer_bytes()) with wide vector loads;
+/// best of 5 runs (wall time from a common start). The roof of memory-bound
+/// (decode) shapes, as the FMA peak is that of prefill.
+double measure_read_bandwidth_gbps(int threads = 1);
+/// The same for each thread count, on one buffer (mapped once).
+std::vector<double> measure_read_bandwidth_gbps(const std::vector<int>& thread_counts);
+
+/// Bytes of the buffer the bandwidth probe streams: 256 MiB, or
+/// ATTNCHECK_BANDWIDTH_MIB mebibytes (64 .. 65536) from the environment.
+size_t read_bandwidth_buffer_bytes();
 
 }  // namespace attncheck

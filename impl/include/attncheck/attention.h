@@ -11,8 +11,9 @@
 namespace attncheck {
 
 struct AttentionOptions {
-  /// Worker threads over (batch, head, query block); 0 means one per hardware
-  /// thread. The result is bitwise identical whatever the count.
+  /// Worker threads over (batch, head, query block), or over (batch, head,
+  /// block of 1024 keys) for n_q <= 16; 0 means one per hardware thread. The
+  /// result is bitwise identical whatever the count.
   int threads = 1;
   /// Optional output, [batch][heads][n_q]: each row's natural log-sum-exp of
   /// its logits L. Empty rows (zero policy) get -inf.
@@ -35,7 +36,16 @@ struct AttentionOptions {
 /// a masked key never takes part, however large its logit. Their lse is ±inf
 /// when the exact value is beyond float.
 ///
-/// Extra memory: K of one (batch, head) slice packed as Kᵀ in panels of 64
+/// Decode and short queries (n_q <= 16): K and V are read once, in place (no
+/// packing), the keys of each slice split into blocks of 1024 that the threads
+/// share (so two threads help even with one head), each block's partial
+/// softmax merged with the others by log-sum-exp in block order — a split that
+/// does not depend on the thread count, hence the same bits for any count.
+/// K and V are checked for non-finite values while they are streamed; a bad
+/// value still throws InvalidInput naming it, with nothing written. Extra
+/// memory: n_q · (d_v + 2) floats per block of 1024 keys, plus O(16 · 64) per thread.
+///
+/// Otherwise, extra memory: K of one (batch, head) slice packed as Kᵀ in panels of 64
 /// keys (n_k rounded up to 64, times d_k floats; V too when d_v is not a
 /// multiple of the SIMD width), shared by the threads — a few slices at once
 /// only when sequences are short — plus O(64 · (d_k + d_v)) per thread.
