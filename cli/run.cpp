@@ -8,9 +8,11 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "attncheck/bench.h"
 #include "attncheck/golden.h"
+#include "attncheck/power.h"
 #include "attncheck/registry.h"
 #include "attncheck/report.h"
 #include "attncheck/verify.h"
@@ -66,11 +68,17 @@ bool verify_one(const std::string& spec, const VerifyOptions& base, const std::s
   for (size_t i = 0; i < properties.size(); ++i) {
     PropertyResult r = run_property(*impl, properties[i], base);
     const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-    fmt::print("  [{:>2}/{}] {:<28} {:<9} {:>5} cases  error/bound {:<9} ({:.0f} s elapsed)\n", i + 1,
+    std::string counts;  // the cases the count leaves out
+    if (r.inconclusive > 0) counts += fmt::format("  {} inconclusive", r.inconclusive);
+    if (r.unsupported > 0 && r.status != Status::skipped)
+      counts += fmt::format("{} {} declined (out of range)", counts.empty() ? " " : ",", r.unsupported);
+    fmt::print("  [{:>2}/{}] {:<28} {:<12} {:>5} cases  error/bound {:<9} ({:.0f} s elapsed){}\n", i + 1,
                properties.size(), r.name, to_string(r.status), r.cases,
-               r.worst_ratio ? fmt::format("{:.3g}", *r.worst_ratio) : "-", elapsed);
-    if (r.status != Status::passed && r.status != Status::skipped)
-      fmt::print("         {}\n         case file: {}\n", r.message, r.case_file);
+               r.worst_ratio ? fmt::format("{:.3g}", *r.worst_ratio) : "-", elapsed, counts);
+    if (r.status != Status::passed && r.status != Status::skipped) {
+      fmt::print("         {}\n", r.message);
+      if (!r.case_file.empty()) fmt::print("         case file: {}\n", r.case_file);
+    }
     std::fflush(stdout);
     report.properties.push_back(std::move(r));
   }
@@ -109,6 +117,13 @@ void run_main_job(const RunArgs& args) {
     verified = verify_one(spec, verify, json, start) && verified;
     report_inputs.verify_files.push_back(json);
   }
+  // The tolerance model's tightness and power vs n (the report's Error vs n and
+  // its own section); --quick stops at n = 256.
+  fmt::print("\n-- tightness and power of the tolerance model --\n");
+  PowerOptions power;
+  if (args.quick) power.sizes = {16, 64, 256};
+  report_inputs.power_file = (work / "power.json").string();
+  run_power(power, report_inputs.power_file);
 
   fmt::print("\n== 3/4 benchmarks ==\n");
   BenchOptions bench;
@@ -128,6 +143,31 @@ void run_main_job(const RunArgs& args) {
   bench.progress = true;
   run_benchmarks(bench);
   report_inputs.bench_files.push_back(bench.json_path);
+
+  // Decode shapes (a few query rows against a long KV cache, 8 heads, d = 128):
+  // memory-bound, judged by bytes moved against the measured read bandwidth.
+  // Their own file: the report does not chart n_q × n_k shapes yet.
+  fmt::print("\n-- decode shapes --\n");
+  BenchOptions decode = bench;
+  decode.impls = args.quick ? std::vector<std::string>{"fused"} : std::vector<std::string>{"fused", "naive-openblas"};
+  decode.impls.insert(decode.impls.end(), args.impls.begin(), args.impls.end());
+  decode.masks = {"none"};
+  decode.n.clear();
+  decode.d = {128};
+  decode.heads = 8;
+  decode.n_q = args.quick ? std::vector<int64_t>{1, 4} : std::vector<int64_t>{1, 4, 16};
+  // Quick: 32 MB of K and V, about the last-level cache of many machines, so
+  // closer to a cache roof; the full run goes well beyond it.
+  decode.n_k = args.quick ? std::vector<int64_t>{4096} : std::vector<int64_t>{4096, 16384, 65536};
+  decode.threads = {1};
+  if (!args.quick && std::thread::hardware_concurrency() > 1)
+    decode.threads.push_back(std::thread::hardware_concurrency());
+  decode.json_path = (work / "bench-decode.json").string();
+  try {
+    run_benchmarks(decode);
+  } catch (const std::exception& e) {  // e.g. a third-party --impl without cross shapes
+    fmt::print(stderr, "note: decode shapes: {} (the report does not use them; continuing)\n", e.what());
+  }
 
   fmt::print("\n== 4/4 report ==\n");
   const ReportResult result = write_report(report_inputs, out.string());

@@ -96,7 +96,11 @@ extern "C" {
 /* return codes of forward */
 #define ATTN_OK 0
 #define ATTN_ERR_INVALID 1     /* input rejected; message written to error */
-#define ATTN_ERR_UNSUPPORTED 2 /* a problem outside the declared features */
+/* ATTN_ERR_UNSUPPORTED: declines a case beyond the claimed precision class
+   (message written to error). Problems outside attn_plugin.features never
+   reach forward; a declined case is accepted (counted as declined) only when
+   the case is out of the class's range, and is a failure otherwise. */
+#define ATTN_ERR_UNSUPPORTED 2
 #define ATTN_ERR_INTERNAL 3    /* anything else; message written to error */
 
 /* attn_plugin.features: only problems within these are generated */

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "attncheck/attention.h"
 #include "attncheck/reference.h"
@@ -49,6 +51,11 @@ class FusedImplementation : public Implementation {
 };
 
 #ifdef ATTNCHECK_HAVE_PEERS
+// The bench peer computes S = QKᵀ·(scale/τ) in fp32 and a row softmax; a row
+// whose fp32 logits overflow comes back as NaN (a +inf logit) or zeros (every
+// readable logit −inf, taken for an empty row). The wrapper declines such a
+// row (Unsupported naming it), as DESIGN.md "Range" asks; the peer's own
+// arithmetic is unchanged.
 class NaiveEigenImplementation : public Implementation {
  public:
   std::string name() const override { return "naive-eigen"; }
@@ -58,6 +65,92 @@ class NaiveEigenImplementation : public Implementation {
                std::span<const float> v, std::span<float> out, std::span<float>, int) override {
     check_lengths(p, q, k, v, out);
     naive_eigen_attention(p, q.data(), k.data(), v.data(), out.data());
+    decline_overflowed_rows(p, q, k, out);
+  }
+
+ private:
+  // Throws Unsupported for the first row (batch, head, row order) with a
+  // readable key where the peer's logits or output are not finite. The peer
+  // keeps its logits to itself, so they are recomputed as it computes them
+  // (fp32 dot product, then × fp32(scale/τ)) in slices where one could
+  // overflow; elsewhere only the output is checked. A readable −inf logit
+  // beside a finite one is not declined: its weight is exactly 0 either way.
+  void decline_overflowed_rows(const Problem& p, std::span<const float> q, std::span<const float> k,
+                               std::span<const float> out) const {
+    const Shape& s = p.shape;
+    const float multiplier = static_cast<float>(p.logit_multiplier());
+    // Every stage of a logit (the sum, × scale, / τ) grows by at most this,
+    // as in out_of_class_range.
+    const long double scale = p.effective_scale(), tau = p.temperature;
+    const long double stretch = std::max({1.0L, scale, 1 / tau, scale / tau});
+    const long double largest = std::numeric_limits<float>::max();
+    auto row_name = [](int64_t b, int64_t h, int64_t i) { return fmt::format("row [{}][{}][{}]", b, h, i); };
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t h = 0; h < s.heads; ++h) {
+        const int64_t slice = b * s.heads + h;
+        const float* Q = q.data() + slice * s.n_q * s.d_k;
+        const float* K = k.data() + slice * s.n_k * s.d_k;
+        const float* O = out.data() + slice * s.n_q * s.d_v;
+        // No partial sum of a dot product exceeds d_k·max|q|·max|k|: when that
+        // times the multiplier stays below half of float's largest value, no
+        // logit of the slice can overflow.
+        float qmax = 0, kmax = 0;
+        for (int64_t x = 0; x < s.n_q * s.d_k; ++x) qmax = std::max(qmax, std::fabs(Q[x]));
+        for (int64_t x = 0; x < s.n_k * s.d_k; ++x) kmax = std::max(kmax, std::fabs(K[x]));
+        const bool may_overflow =
+            static_cast<long double>(s.d_k) * qmax * kmax * stretch > largest / 2;
+        for (int64_t i = 0; i < s.n_q; ++i) {
+          int64_t readable = 0, first = -1, up = -1, not_finite = 0;
+          bool all_down = true;
+          float up_value = 0;
+          long double magnitude = 0;  // the largest Σ|q·k| of a readable key
+          for (int64_t j = 0; j < s.n_k; ++j) {
+            if (!allowed(p, b, h, i, j)) continue;
+            ++readable;
+            if (first < 0) first = j;
+            if (!may_overflow) continue;
+            float dot = 0;
+            long double sum = 0;
+            for (int64_t t = 0; t < s.d_k; ++t) {
+              dot += Q[i * s.d_k + t] * K[j * s.d_k + t];
+              sum += std::fabs(static_cast<long double>(Q[i * s.d_k + t]) * K[j * s.d_k + t]);
+            }
+            magnitude = std::max(magnitude, sum);
+            const float logit = dot * multiplier;
+            if (!std::isfinite(logit)) ++not_finite;
+            if ((std::isnan(logit) || logit == std::numeric_limits<float>::infinity()) && up < 0) up = j, up_value = logit;
+            all_down = all_down && logit == -std::numeric_limits<float>::infinity();
+          }
+          if (readable == 0) continue;  // an empty row: the zero policy's zeros
+          const float* o = O + i * s.d_v;
+          int64_t bad_col = -1;
+          bool zeros = true;
+          for (int64_t c = 0; c < s.d_v; ++c) {
+            if (!std::isfinite(o[c]) && bad_col < 0) bad_col = c;
+            zeros = zeros && o[c] == 0;
+          }
+          const char* got = bad_col >= 0 ? (std::isnan(o[bad_col]) ? "NaN" : "inf") : zeros ? "zeros" : "finite values";
+          if (may_overflow && up >= 0)
+            throw Unsupported(fmt::format("{}: {}: the fp32 logit of readable key {} (recomputed as the peer computes it) is {} ({} of the row's {} readable "
+                                          "logits are not finite); the Eigen peer returns {} for this row",
+                                          name(), row_name(b, h, i), up, up_value, not_finite, readable, got));
+          if (may_overflow && all_down)
+            throw Unsupported(fmt::format("{}: {}: every readable logit overflows to -inf ({} keys; the first is key "
+                                          "{}); the Eigen peer returns {} for this row",
+                                          name(), row_name(b, h, i), readable, first, got));
+          // Eigen may sum a dot product in another order than the loop above:
+          // a row of zeros where some logit could overflow is the peer taking
+          // its −inf logits for an empty row.
+          if (zeros && magnitude * stretch > largest)
+            throw Unsupported(fmt::format("{}: {}: the output row is all zeros and a readable key's Σ|q·k| = {:.3g} "
+                                          "can overflow fp32 (the peer's logits overflowed to -inf)",
+                                          name(), row_name(b, h, i), static_cast<double>(magnitude)));
+          if (bad_col >= 0)
+            throw Unsupported(fmt::format("{}: {}: O column {} is {} (an fp32 logit or the weighted sum of V "
+                                          "overflowed)",
+                                          name(), row_name(b, h, i), bad_col, o[bad_col]));
+        }
+      }
   }
 };
 #endif
@@ -198,9 +291,14 @@ std::unique_ptr<Implementation> make_naive_implementation(Precision precision, F
 }
 
 std::unique_ptr<Implementation> make_naive_peer(Precision precision) {
-  if (precision != Precision::fp32 && precision != Precision::fp64 && precision != Precision::extended)
-    return nullptr;
-  return make_naive_implementation(precision);
+  switch (precision) {
+    case Precision::fp32:
+    case Precision::fp64:
+    case Precision::extended:
+    case Precision::fp16:  // naive-fp16 / naive-bf16: the class's rounding around the float naive
+    case Precision::bf16: return make_naive_implementation(precision);
+    default: return nullptr;
+  }
 }
 
 std::vector<std::unique_ptr<Implementation>> make_mutants() {

@@ -93,8 +93,12 @@ float sample_value(Profile profile, std::mt19937_64& rng) {
 // Element by element (shrinkable), or, with `seeded`, from one drawn seed that
 // does not shrink: a long row's keys are not worth shrinking value by value
 // (its shape shrinks first) and would make every case slow to generate.
+// Tensors of more than kElementwiseMaxElements values are always seeded:
+// element-by-element generation costs milliseconds per case for them, and their
+// values are not read by whoever shrinks (the shape shrinks first, and small
+// shapes are element by element again).
 Gen<std::vector<float>> gen_tensor(int64_t count, Profile profile, bool seeded) {
-  if (!seeded) return gen::container<std::vector<float>>(static_cast<size_t>(count), gen_value(profile));
+  if (!seeded && count <= kElementwiseMaxElements) return gen::container<std::vector<float>>(static_cast<size_t>(count), gen_value(profile));
   return gen::map(gen::noShrink(natural(1 << 30)), [count, profile](int seed) {
     std::mt19937_64 rng(static_cast<uint64_t>(seed));
     std::vector<float> t(static_cast<size_t>(count));
@@ -166,6 +170,29 @@ void fit_to_class(Case& c, const PrecisionClass& cls, bool allow_overflow) {
   scale_by_power_of_two(c.k, -e / 2);
 }
 
+// Scales Q and K by powers of two until every Σ|q·k|·stretch is at most `limit`.
+void scale_logits_below(Case& c, double limit) {
+  const double m = largest_logit_magnitude(c, limit);
+  if (m <= limit) return;
+  const int e = static_cast<int>(std::ceil(std::log2(m / limit)));
+  scale_by_power_of_two(c.q, -(e + 1) / 2);
+  scale_by_power_of_two(c.k, -e / 2);
+}
+
+// Integer Q and K whose dot products, times `gap`, the class resolves: no
+// Σ_t|q_t·k_t| above `limit` (at least 1). Q and K become their signs (ties
+// and zeros survive) and Q keeps only its first floor(limit) components.
+void integers_below(Case& c, double limit) {
+  const Shape& s = c.problem.shape;
+  if (static_cast<double>(s.d_k) * largest_abs(c.q) * largest_abs(c.k) <= limit) return;
+  auto sign = [](float x) { return x > 0 ? 1.0f : x < 0 ? -1.0f : 0.0f; };
+  for (float& x : c.q) x = sign(x);
+  for (float& x : c.k) x = sign(x);
+  const int64_t keep = std::max<int64_t>(1, static_cast<int64_t>(std::floor(limit)));
+  for (int64_t row = 0; row < static_cast<int64_t>(c.q.size()) / s.d_k; ++row)
+    for (int64_t t = keep; t < s.d_k; ++t) c.q[static_cast<size_t>(row * s.d_k + t)] = 0.0f;
+}
+
 // Structures planted in the tensors after their values are drawn.
 struct Structure {
   bool tie = false;          // K row 1 = K row 0: an exact tie for the max
@@ -222,6 +249,13 @@ Gen<Shape> gen_long_shape(const CaseRequest& r) {
 }
 
 }  // namespace
+
+double resolvable_logit(Precision precision) {
+  if (!narrower_than_float(precision)) return std::numeric_limits<double>::infinity();
+  return 0.1 / (2 * precision_class(precision).unit_roundoff);
+}
+
+double zero_limit_logit_gap(Precision precision) { return narrower_than_float(precision) ? 20.0 : 100.0; }
 
 bool long_rows_enabled(const CaseRequest& r) {
   return r.max_long_n_k > 0 && r.max_long_n_k > r.max_n && r.max_n >= kLongRowsMinMaxN && r.caps.cross;
@@ -308,7 +342,7 @@ Gen<Problem> gen_problem(const CaseRequest& r, const Shape& s) {
       m.batch = *pick<int64_t>({{1, 1}, {1, s.batch}});
       m.heads = *pick<int64_t>({{1, 1}, {1, s.heads}});
       const int64_t count = m.batch * m.heads * s.n_q * s.n_k;
-      if (s.n_k > r.max_n) {  // a long row: from one seed, as its tensors
+      if (s.n_k > r.max_n || count > kElementwiseMaxElements) {  // from one seed, as large tensors
         std::mt19937_64 rng(static_cast<uint64_t>(*gen::noShrink(natural(1 << 30))));
         m.allowed.resize(static_cast<size_t>(count));
         for (uint8_t& x : m.allowed) x = rng() % 5 < 3 ? 1 : 0;
@@ -367,11 +401,16 @@ Gen<Case> gen_case(const CaseRequest& r) {
         const PrecisionClass& cls = precision_class(r.precision);
         // Inputs of 1e20 only for classes that hold them (not fp16).
         const bool holds_near_max = cls.largest >= 1e21;
+        // Narrow classes: most cases with logits the class resolves (drawn
+        // only for them, so that wider classes' seeds keep their meaning).
+        const bool resolvable =
+            narrower_than_float(r.precision) &&
+            *pick<bool>({{kResolvablePercent, true}, {100 - kResolvablePercent, false}});
         std::vector<std::pair<int, Edge>> edges = {{80, Edge::none}};
         if (!r.integer_qk) {
           // Mask requests favour large queries: masked keys meet huge logits.
           edges.push_back({r.masked_key ? 12 : 8, Edge::peaked});
-          if (holds_near_max)
+          if (holds_near_max && !resolvable)
             edges.insert(edges.end(),
                          {{5, Edge::near_max}, {r.masked_key ? 10 : 3, Edge::near_max_q}, {2, Edge::near_max_k}});
         }
@@ -399,6 +438,8 @@ Gen<Case> gen_case(const CaseRequest& r) {
         st.cancel_v = *pick<bool>({{4, false}, {1, true}});
         st.row_scales = *pick<bool>({{4, false}, {1, true}});
         st.key_shift = *pick<bool>({{4, false}, {1, true}});
+        // Resolvable integers become signs: no scaled rows or shifted keys.
+        if (resolvable && r.integer_qk) st.row_scales = st.key_shift = false;
         const std::vector<float> q0 = c.q, k0 = c.k, v0 = c.v;
         plant(st, shape, c.q, c.k, c.v);
         const bool allow_overflow = edge == Edge::near_max || edge == Edge::near_max_q || edge == Edge::near_max_k;
@@ -411,6 +452,12 @@ Gen<Case> gen_case(const CaseRequest& r) {
           while (!logits_fit(c, cls) && c.problem.temperature < 1e3) c.problem.temperature *= 2;
         }
         fit_to_class(c, cls, allow_overflow);
+        if (resolvable) {
+          const double limit = resolvable_logit(r.precision);
+          // Integers: ties at the zero limit's gap stay below a logit error of ~0.2.
+          if (r.integer_qk) integers_below(c, std::floor(2 * limit / zero_limit_logit_gap(r.precision)));
+          else scale_logits_below(c, limit);
+        }
         c.labels["aux"] = std::to_string(*natural(1 << 20));
         return c;
       });

@@ -1,6 +1,7 @@
 #include "attncheck/power.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
@@ -12,6 +13,7 @@
 #include "attncheck/properties.h"
 #include "attncheck/registry.h"
 #include "attncheck/tolerance.h"
+#include "attncheck/verify.h"
 
 namespace attncheck {
 
@@ -250,22 +252,29 @@ std::vector<PowerRow> measure_power(const PowerOptions& options) {
   return rows;
 }
 
-nlohmann::json power_json(const std::vector<PowerRow>& rows, const PowerOptions& options) {
+nlohmann::json power_json(const std::vector<PowerRow>& rows, const PowerOptions& options,
+                          const nlohmann::json& context_at_start) {
   nlohmann::json j;
-  j["power_json_version"] = 1;
+  j["power_json_version"] = kPowerJsonVersion;
+  nlohmann::json inputs = nlohmann::json::object(), masks = nlohmann::json::object();
+  for (const std::string& input : options.inputs) inputs[input] = describe_input(input);
+  for (const std::string& mask : options.masks) masks[mask] = mask == "causal" ? "causal, top-left aligned" : "no mask";
   j["settings"] = {
       {"d", options.d},
       {"batch", 1},
       {"heads", 1},
       {"sizes", options.sizes},
-      {"inputs", {{"uniform", describe_input("uniform")}, {"normal", describe_input("normal")}}},
-      {"masks", {{"none", "no mask"}, {"causal", "causal, top-left aligned"}}},
+      {"inputs", inputs},
+      {"masks", masks},
+      {"threads", options.threads},
       {"implementations", options.implementations},
       {"tightness", "worst |O - reference| / bound over O, from differential_reference (1 = at the bound)"},
       {"subsampling",
        fmt::format("for n > {}, {} query rows of the n×n problem, evenly spaced, against all n keys; under the "
                    "causal mask each keeps its row of the n×n causal mask (given as an explicit mask)",
                    options.subsample_above, options.sampled_queries)},
+      {"epsilon_range", {options.epsilon_lo, options.epsilon_hi}},
+      {"bisection_steps", options.steps},
       {"perturbation",
        {{"form", "O·(1 + ε) element by element (product in double, rounded to float)"},
         {"of", options.implementations.front()},
@@ -274,6 +283,9 @@ nlohmann::json power_json(const std::vector<PowerRow>& rows, const PowerOptions&
                                "differential_reference against a reference and bound computed once per case; "
                                "differential_reference itself is run at the bracket's two ends (rows: power.method)",
                                options.epsilon_lo, options.epsilon_hi, options.steps)}}}};
+  j["context"] = run_context(options.threads);
+  if (context_at_start.is_object() && context_at_start.contains("load_avg"))
+    j["context"]["load_avg_start"] = context_at_start["load_avg"];
   nlohmann::json table = nlohmann::json::array(), error_rows = nlohmann::json::array();
   for (const PowerRow& r : rows) {
     nlohmann::json row = {{"n", r.config.n},        {"n_q", r.n_q},         {"n_k", r.n_k},
@@ -331,28 +343,29 @@ std::string format_power_row(const PowerRow& row) {
   return s;
 }
 
-int run_power_command(const std::string& json_path, int threads) {
+std::vector<PowerRow> run_power(const PowerOptions& given, const std::string& json_path) {
   // Opened first: an unwritable path is reported before minutes of measuring.
   std::ofstream out;
   if (!json_path.empty()) {
     out.open(json_path);
     if (!out) throw InvalidInput(fmt::format("option --json/--power-json: cannot write '{}'", json_path));
   }
-  PowerOptions options;
-  options.threads = threads;
+  PowerOptions options = given;
+  const nlohmann::json context_at_start = run_context(options.threads);
   fmt::print("tightness and power of the tolerance model: d = {}, b = h = 1, inputs U[-1, 1] and N(0, 1), masks none "
-             "and causal\n"
+             "and causal, n = {}\n"
              "  err/bd: worst |O - reference| / bound of differential_reference (1 = at the bound)\n"
              "  smallest ε caught: the least ε for which {}'s O·(1 + ε) fails differential_reference "
              "(bisection on log ε in [{:g}, {:g}])\n"
              "  n > {}: {} evenly spaced query rows against all n keys\n",
-             options.d, options.implementations.front(), options.epsilon_lo, options.epsilon_hi,
-             options.subsample_above, options.sampled_queries);
+             options.d, fmt::join(options.sizes, ", "), options.implementations.front(), options.epsilon_lo,
+             options.epsilon_hi, options.subsample_above, options.sampled_queries);
   fmt::print("{}", format_power_header(options));
   std::fflush(stdout);
-  options.on_row = [](const PowerRow& row) {
+  options.on_row = [&given](const PowerRow& row) {
     fmt::print("{}", format_power_row(row));
     std::fflush(stdout);
+    if (given.on_row) given.on_row(row);
   };
   const std::vector<PowerRow> rows = measure_power(options);
   for (const PowerRow& row : rows)
@@ -361,10 +374,17 @@ int run_power_command(const std::string& json_path, int threads) {
         fmt::print("  n={} {} {}: {} {}: {}\n", row.config.n, row.config.input, row.config.mask, t.implementation,
                    t.verdict, t.message);
   if (!json_path.empty()) {
-    out << power_json(rows, options).dump(2) << "\n";
+    out << power_json(rows, options, context_at_start).dump(2) << "\n";
     if (!out) throw InvalidInput(fmt::format("option --json/--power-json: writing '{}' failed", json_path));
     fmt::print("wrote {}\n", json_path);
   }
+  return rows;
+}
+
+int run_power_command(const std::string& json_path, int threads) {
+  PowerOptions options;
+  options.threads = threads;
+  run_power(options, json_path);
   return 0;
 }
 

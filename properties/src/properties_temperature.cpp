@@ -9,6 +9,7 @@
 #include <numeric>
 #include <random>
 
+#include "attncheck/generators.h"
 #include "attncheck/tolerance.h"
 
 namespace attncheck::props {
@@ -89,8 +90,12 @@ Entropies row_entropies(Implementation& impl, const Case& c0, double tau, int th
 Outcome check_temperature_zero_limit(Implementation& impl, const Case& c0, int threads) {
   Case c = c0;
   // Q and K are integers, so distinct dot products differ by at least 1; with
-  // τ = scale/100 distinct logits are at least 100 apart and exp(-100) ≈ 4e-44.
-  c.problem.temperature = c.problem.effective_scale() / 100.0;
+  // τ = scale/gap distinct logits are at least gap apart: 100 (exp(-100) ≈ 4e-44)
+  // for float and wider, 20 (exp(-20) ≈ 2e-9) for narrow classes, whose input
+  // rounding grows with the logits (zero_limit_logit_gap).
+  const double gap = zero_limit_logit_gap(impl.precision());
+  const double residual = gap == 100.0 ? 4e-44 : 1.01 * std::exp(-gap);  // a bound on exp(-gap)
+  c.problem.temperature = c.problem.effective_scale() / gap;
   Outcome declined;
   const std::optional<Run> run = run_derived(impl, c0, c, false, threads, declined);
   if (!run) return declined;
@@ -100,7 +105,20 @@ Outcome check_temperature_zero_limit(Implementation& impl, const Case& c0, int t
   const ErrorBounds eb = forward_error_bounds(c, options);
   std::vector<double> bound = eb.out;
   const Shape& s = c.problem.shape;
-  for (size_t i = 0; i < bound.size(); ++i) bound[i] += static_cast<double>(s.n_k) * 4e-44 * 2 * (1 + std::fabs(eb.mixed[i]));
+  // Every non-tied key keeps a weight of at most exp(-gap) (×2 for the logits'
+  // errors): its V row moves the output by up to that times |v_jc|, which
+  // matters where exp(-gap) is only 2e-9 and V is large beside the output.
+  std::vector<double> column_sum(static_cast<size_t>(s.batch * s.heads * s.d_v), 0.0);
+  for (int64_t slice = 0; slice < s.batch * s.heads; ++slice)
+    for (int64_t j = 0; j < s.n_k; ++j)
+      for (int64_t col = 0; col < s.d_v; ++col)
+        column_sum[static_cast<size_t>(slice * s.d_v + col)] +=
+            std::fabs(c.v[static_cast<size_t>((slice * s.n_k + j) * s.d_v + col)]);
+  for (size_t i = 0; i < bound.size(); ++i) {
+    const size_t slice = i / static_cast<size_t>(s.n_q * s.d_v), col = i % static_cast<size_t>(s.d_v);
+    bound[i] += residual * 2 *
+                (static_cast<double>(s.n_k) * (1 + std::fabs(eb.mixed[i])) + column_sum[slice * s.d_v + col]);
+  }
   return inconclusive_unless_failed(judge(compare(r.out, limit_output(c, true), bound), s, s.n_q, s.d_v,
                                           fmt::format("at τ = {:.3g} (τ → 0): O", c.problem.temperature),
                                           "the mean of the V rows tied for the largest logit,"),

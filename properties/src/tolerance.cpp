@@ -66,7 +66,8 @@ ErrorBounds forward_error_bounds(const Case& c, const BoundOptions& options) {
   // The sum of the weights and the output accumulation: n_k additions and as
   // many rescalings of an online softmax.
   const double sum_factor = accumulation_factor(2 * s.n_k + 2, u);
-  const double stagnation_limit = 4 * u;  // terms this small beside the sum may round with one sign
+  const double stagnation_limit = 4 * u;
+  const double flush_note = std::max(ar.tiny, precision_class(options.precision).weight_flush_note);  // terms this small beside the sum may round with one sign
 
   ErrorBounds r;
   r.out.assign(static_cast<size_t>(s.out_size()), 0);
@@ -74,6 +75,7 @@ ErrorBounds forward_error_bounds(const Case& c, const BoundOptions& options) {
   r.mixed.assign(r.out.size(), 0);
   r.hull_lo.assign(r.out.size(), 0);
   r.hull_hi.assign(r.out.size(), 0);
+  r.out_underflow.assign(r.out.size(), 0);
   r.weights.assign(static_cast<size_t>(s.weights_size()), 0);
   r.a.assign(r.weights.size(), 0);
   r.empty_row.assign(static_cast<size_t>(s.batch * s.heads * s.n_q), 0);
@@ -216,7 +218,9 @@ ErrorBounds forward_error_bounds(const Case& c, const BoundOptions& options) {
           if (!ok[j]) continue;
           const float* Vj = V + j * dv;
           const double aj = static_cast<double>(a[j]), gj = static_cast<double>(g[j]);
-          const bool weight_flushes = aj < ar.tiny;
+          // Weights in the class's bottom binades may come back as 0 (a note on A);
+          // O then loses their terms.
+          const bool weight_flushes = aj < flush_note;
           for (size_t col = 0; col < dv; ++col) {
             const double vj = Vj[col], term = aj * std::fabs(vj);
             logit_part[col] += gj * std::fabs(vj - o[col]);
@@ -227,12 +231,17 @@ ErrorBounds forward_error_bounds(const Case& c, const BoundOptions& options) {
         for (size_t col = 0; col < dv; ++col) {
           // Beyond the first-order model only the convex hull is certain. In any
           // order of summation every partial sum lies in [−negative, positive].
+          // Beyond it, the computed weights may be anything: rounding then
+          // scales with the largest readable value, not with the exact mix.
           const LD logits = first_order ? logit_part[col] : std::max(o[col] - lo[col], hi[col] - o[col]);
-          const LD computation = sum_factor * std::max(positive[col], negative[col]) + small_terms[col] +
-                                 std::fabs(o[col]) * (normalisation + ar.u_out) + ar.u_store * mixed[col] +
-                                 underflow[col] + ar.out_step;
+          const LD computation =
+              first_order ? sum_factor * std::max(positive[col], negative[col]) + small_terms[col] +
+                                std::fabs(o[col]) * (normalisation + ar.u_out) + ar.u_store * mixed[col] +
+                                underflow[col] + ar.out_step
+                          : hull_tolerance(s.n_k, std::max(std::fabs(lo[col]), std::fabs(hi[col])), options.precision);
           const size_t idx = row * dv + col;
           r.out[idx] = static_cast<double>(logits + computation);
+          r.out_underflow[idx] = first_order ? underflow[col] + ar.out_step : 0;
           r.o[idx] = static_cast<double>(o[col]);
           r.mixed[idx] = static_cast<double>(mixed[col]);
           r.hull_lo[idx] = static_cast<double>(lo[col]);

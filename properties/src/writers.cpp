@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <thread>
@@ -76,16 +77,7 @@ int count(const VerifyReport& r, Status s) {
 
 }  // namespace
 
-std::string verify_json(const VerifyReport& report) {
-  json j;
-  j["json_schema_version"] = kVerifyJsonSchemaVersion;
-  j["tool"] = "attncheck verify";
-  j["implementation"] = {{"name", report.implementation},
-                         {"precision", to_string(report.precision)},
-                         {"capabilities", capabilities_json(report.capabilities)}};
-  j["seed"] = report.options.seed;
-  j["cases_per_property"] = report.options.cases;
-  j["max_n"] = report.options.max_n;
+json run_context(int threads) {
   std::string simd;
   try {
     simd = active_target();
@@ -97,13 +89,31 @@ std::string verify_json(const VerifyReport& report) {
 #else
   const char* flags = "debug build";
 #endif
-  j["context"] = {{"cpu_model", cpu_model()},
-                  {"cores_used", report.options.threads > 0 ? report.options.threads
-                                                            : static_cast<int>(std::thread::hardware_concurrency())},
-                  {"compiler", fmt::format("g++ {}", __VERSION__)},
-                  {"flags", flags},
-                  {"simd_target", simd},
-                  {"date", utc_now()}};
+  const int logical = static_cast<int>(std::thread::hardware_concurrency());
+  json load = json::array();
+  double avg[3];
+  if (getloadavg(avg, 3) == 3) load = {avg[0], avg[1], avg[2]};
+  return {{"cpu_model", cpu_model()},
+          {"cores_used", threads > 0 ? threads : logical},
+          {"logical_cpus", logical},
+          {"load_avg", load},
+          {"compiler", fmt::format("g++ {}", __VERSION__)},
+          {"flags", flags},
+          {"simd_target", simd},
+          {"date", utc_now()}};
+}
+
+std::string verify_json(const VerifyReport& report) {
+  json j;
+  j["json_schema_version"] = kVerifyJsonSchemaVersion;
+  j["tool"] = "attncheck verify";
+  j["implementation"] = {{"name", report.implementation},
+                         {"precision", to_string(report.precision)},
+                         {"capabilities", capabilities_json(report.capabilities)}};
+  j["seed"] = report.options.seed;
+  j["cases_per_property"] = report.options.cases;
+  j["max_n"] = report.options.max_n;
+  j["context"] = run_context(report.options.threads);
   json props = json::array();
   for (const PropertyResult& p : report.properties) {
     json e;

@@ -380,3 +380,90 @@ TEST_CASE("no property hands an fp16 implementation a value beyond fp16", "[gene
     CHECK(impl.largest_input <= precision_class(Precision::fp16).largest);
   }
 }
+
+TEST_CASE("narrow classes: most cases have logits the class resolves, a minority does not", "[generators][edges]") {
+  for (Precision p : {Precision::fp16, Precision::bf16}) {
+    INFO(to_string(p));
+    CaseRequest r;
+    r.precision = p;
+    r.max_n = 48;
+    const double limit = resolvable_logit(p);
+    REQUIRE(std::isfinite(limit));
+    for (bool integer : {false, true}) {
+      INFO(integer);
+      r.integer_qk = integer;
+      // Integer Q and K: Σ|q·k| times the zero limit's gap, not the case's own scale.
+      const double integer_limit = std::floor(2 * limit / zero_limit_logit_gap(p));
+      int resolved = 0, beyond = 0;
+      const int n = 400;
+      for (const Case& c : sample_cases(r, n)) {
+        const Shape& s = c.problem.shape;
+        if (p == Precision::fp16) REQUIRE(!out_of_class_range(c, p));  // bf16 holds float's near-max edges
+        long double worst = 0;
+        for (int64_t slice = 0; slice < s.batch * s.heads; ++slice)
+          for (int64_t i = 0; i < s.n_q; ++i)
+            for (int64_t j = 0; j < s.n_k; ++j) {
+              const Logit l = logit(c, slice, i, j);
+              worst = std::max(worst, integer ? l.magnitude / stretch_of(c.problem) : l.magnitude);
+            }
+        if (worst <= (integer ? integer_limit : limit)) ++resolved;
+        else if (worst > 4 * (integer ? integer_limit : limit)) ++beyond;
+        if (integer)
+          for (float x : c.q) REQUIRE(x == std::round(x));
+      }
+      CHECK(resolved >= n * 85 / 100);
+      CHECK(beyond >= n * 3 / 100);  // the inconclusive path is still exercised
+    }
+  }
+}
+
+TEST_CASE("float and wider classes draw no resolvable scaling", "[generators][edges]") {
+  CHECK(std::isinf(resolvable_logit(Precision::fp32)));
+  CHECK(zero_limit_logit_gap(Precision::fp32) == 100.0);
+  CHECK(zero_limit_logit_gap(Precision::fp16) == 20.0);
+  CaseRequest r;
+  r.max_n = 48;
+  int large = 0;
+  for (const Case& c : sample_cases(r, 300)) {
+    const Shape& s = c.problem.shape;
+    long double worst = 0;
+    for (int64_t i = 0; i < s.n_q; ++i)
+      for (int64_t j = 0; j < s.n_k; ++j) worst = std::max(worst, logit(c, 0, i, j).magnitude);
+    if (worst > 1000) ++large;
+  }
+  CHECK(large >= 300 / 5);  // fp32 cases keep their large logits
+}
+
+TEST_CASE("large tensors are drawn from a seed, small ones element by element", "[generators]") {
+  // Element by element, a tensor's values shrink to zero one by one; from a
+  // seed, they do not shrink at all.
+  auto shrunk = [](size_t min_size) {
+    Property p = *find_property("shape");
+    p.name = "fails_with_a_nonzero_query";
+    p.check = [min_size](Implementation&, const Case& c, int) {
+      Outcome o;
+      o.ok = c.q.size() < min_size || std::all_of(c.q.begin(), c.q.end(), [](float x) { return x == 0; });
+      o.message = "a nonzero query";
+      return o;
+    };
+    auto impl = make_implementation("naive-fp32");
+    VerifyOptions options;
+    options.seed = 3;
+    options.max_n = 48;
+    options.shrink_budget = 100000;  // enough to shrink a few hundred values one by one
+    options.failures_dir = "";
+    const PropertyResult r = run_property(*impl, p, options);
+    REQUIRE(r.status == Status::failed);
+    REQUIRE(r.counterexample);
+    return r.counterexample->q;
+  };
+  auto nonzero = [](const std::vector<float>& q) {
+    return std::count_if(q.begin(), q.end(), [](float x) { return x != 0; });
+  };
+  const std::vector<float> small = shrunk(8);
+  REQUIRE(small.size() <= static_cast<size_t>(kElementwiseMaxElements));
+  CHECK(nonzero(small) == 1);  // shrunk value by value
+  const std::vector<float> large = shrunk(kElementwiseMaxElements + 1);
+  REQUIRE(large.size() > static_cast<size_t>(kElementwiseMaxElements));
+  CHECK(nonzero(large) > 1);  // from a seed: not shrunk value by value
+}

@@ -3,12 +3,15 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <set>
 #include <tuple>
 
 #include "attncheck/power.h"
 #include "attncheck/properties.h"
 #include "attncheck/registry.h"
+#include "attncheck/verify.h"
 
 using namespace attncheck;
 
@@ -107,6 +110,15 @@ TEST_CASE("measure_power: every (n, input, mask) row in the JSON, with its tight
   CHECK(streamed == 8);
   const nlohmann::json j = power_json(rows, options);
   CHECK(j["power_json_version"] == 1);
+  // What the report reads: the range searched, the inputs measured, the machine and its load.
+  CHECK(j["settings"]["epsilon_range"] == nlohmann::json::array({1e-8, 1e-1}));
+  CHECK(j["settings"]["inputs"] == nlohmann::json({{"uniform", "U[-1, 1]"}, {"normal", "N(0, 1)"}}));
+  CHECK(j["settings"]["threads"] == 1);
+  CHECK(j["context"]["cpu_model"].is_string());
+  CHECK(j["context"]["flags"].is_string());
+  CHECK(j["context"]["load_avg"].size() == 3);
+  CHECK_FALSE(j["context"].contains("load_avg_start"));
+  CHECK(power_json(rows, options, run_context(1))["context"]["load_avg_start"].size() == 3);
   std::set<std::tuple<int64_t, std::string, std::string>> seen, seen_error;
   for (const auto& r : j["rows"]) {
     seen.insert({r["n"].get<int64_t>(), r["input"].get<std::string>(), r["mask"].get<std::string>()});
@@ -161,4 +173,23 @@ TEST_CASE("the default measurement covers n = 16 … 4096, both inputs and both 
   CHECK(options.masks == std::vector<std::string>{"none", "causal"});
   CHECK(options.d == 64);
   CHECK(options.implementations == std::vector<std::string>{"fused", "naive-fp32"});
+}
+
+TEST_CASE("run_power measures the sizes it is given and writes their JSON", "[power]") {
+  PowerOptions options;
+  options.sizes = {8};
+  options.inputs = {"normal"};
+  options.d = 8;
+  options.steps = 4;
+  const std::string path = "power_test_run_power.json";
+  const std::vector<PowerRow> rows = run_power(options, path);
+  CHECK(rows.size() == 2);  // n = 8, N(0, 1), both masks
+  std::ifstream in(path);
+  const auto j = nlohmann::json::parse(in);
+  CHECK(j["rows"].size() == 2);
+  CHECK(j["settings"]["sizes"] == nlohmann::json::array({8}));
+  CHECK(j["settings"]["inputs"] == nlohmann::json({{"normal", "N(0, 1)"}}));
+  CHECK(j["context"]["load_avg_start"].size() == 3);
+  std::remove(path.c_str());
+  CHECK_THROWS_AS(run_power(options, "/nonexistent-dir/power.json"), InvalidInput);
 }

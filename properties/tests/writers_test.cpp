@@ -71,7 +71,7 @@ TEST_CASE("verify JSON follows schema version 2", "[writers]") {
   CHECK(j["implementation"]["capabilities"]["cross"] == true);
   CHECK(j["seed"] == 42);
   CHECK(j["cases_per_property"] == 10);
-  for (const char* key : {"cpu_model", "cores_used", "compiler", "flags", "simd_target", "date"})
+  for (const char* key : {"cpu_model", "cores_used", "logical_cpus", "load_avg", "compiler", "flags", "simd_target", "date"})
     CHECK(j["context"].contains(key));
   const auto& props = j["properties"];
   REQUIRE(props.size() == 4);

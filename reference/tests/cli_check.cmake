@@ -48,12 +48,25 @@ elseif(SCRIPT STREQUAL "input_seed_2")
 elseif(SCRIPT STREQUAL "run")
   # The main job, reduced and with a fixed seed: the golden cases are checked
   # in full whatever --quick does.
-  run_cli(run --quick --seed 1 -o "${CMAKE_CURRENT_BINARY_DIR}/run-quick-report")
+  set(report "${CMAKE_CURRENT_BINARY_DIR}/run-quick-report")
+  run_cli(run --quick --seed 1 -o "${report}")
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "run exited ${rc}: ${out}${err}")
   endif()
   foreach(name seed-1 seed-2 exercise-1 exercise-2 exercise-3 exercise-4)
     expect("${out}" "PASS +${name} ")
+  endforeach()
+  # The tolerance model's tightness and power (to n = 256 with --quick) go into
+  # the report: its own section and charts, and fused's Error vs n.
+  expect("${out}" "\n  256    256×256 normal   causal ")
+  file(READ "${report}/report.md" md)
+  expect("${md}" "## Tightness and power of the tolerance model")
+  expect("${md}" "power JSON: [^ ]*data/power\\.json")
+  expect("${md}" "### Error vs n\n\n\\| n \\| n_q × n_k \\| input \\| mask \\|")
+  foreach(chart tightness-vs-n power-vs-n error-fused-0)
+    if(NOT EXISTS "${report}/charts/${chart}.svg")
+      message(FATAL_ERROR "run --quick drew no charts/${chart}.svg")
+    endif()
   endforeach()
 elseif(SCRIPT STREQUAL "overrides")
   # --causal none removes the mask; --temperature 2 halves the logits.

@@ -17,6 +17,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "attncheck/problem.h"
 #include "model.h"
@@ -324,6 +325,156 @@ Chart error_chart(const VerifyRun& run, size_t index) {
   return chart;
 }
 
+/// One line of a log-log chart.
+struct Line {
+  std::string title;
+  const char* colour = "#000000";
+  int dash = 1;   ///< gnuplot dash type
+  int point = 7;  ///< gnuplot point type
+  std::vector<std::pair<double, double>> xy;
+};
+
+/// The axes, data and plot command of a chart with n (log 2) across and a
+/// positive quantity (log 10) up; `bound` draws a dashed line at that height
+/// (error / bound charts draw 1) and is always in view. Points that are not
+/// finite and positive are left out. Empty when no line has a point.
+std::string log_log_plot(std::vector<Line> lines, const std::string& ylabel, std::optional<double> bound,
+                         const std::string& bound_title) {
+  double n_min = 1e300, n_max = 0, y_min = 1e300, y_max = 0;
+  for (Line& line : lines) {
+    std::erase_if(line.xy, [](const auto& p) { return !(p.first > 0 && p.second > 0 && std::isfinite(p.second)); });
+    std::sort(line.xy.begin(), line.xy.end());
+    for (const auto& [n, y] : line.xy) {
+      n_min = std::min(n_min, n);
+      n_max = std::max(n_max, n);
+      y_min = std::min(y_min, y);
+      y_max = std::max(y_max, y);
+    }
+  }
+  std::erase_if(lines, [](const Line& line) { return line.xy.empty(); });
+  if (lines.empty()) return "";
+  if (bound) {
+    y_min = std::min(y_min, *bound);
+    y_max = std::max(y_max, *bound);
+  }
+  std::string s = "set logscale x 2\nset logscale y 10\nset format y \"%g\"\n";
+  s += "set ylabel " + quoted(ylabel) + "\n";
+  s += fmt::format("set xrange [{}:{}]\nset yrange [{}:{}]\n", gp_number(n_min / 1.3), gp_number(n_max * 1.3),
+                   gp_number(y_min / 3), gp_number(y_max * 3));
+  std::string plot = "plot ";
+  for (size_t i = 0; i < lines.size(); ++i) {
+    s += fmt::format("$p{} << EOD\n", i);
+    for (const auto& [n, y] : lines[i].xy) s += fmt::format("{} {}\n", gp_number(n), gp_number(y));
+    s += "EOD\n";
+    plot += fmt::format("$p{} using 1:2 with linespoints lw 2 dt {} pt {} ps 0.9 lc rgb \"{}\" title {}, ", i,
+                        lines[i].dash, lines[i].point, lines[i].colour, quoted(std::as_const(lines[i].title)));
+  }
+  if (bound)
+    plot += fmt::format("{} with lines dt 2 lw 2 lc rgb \"#000000\" title {}, ", gp_number(*bound), quoted(bound_title));
+  plot.resize(plot.size() - 2);
+  return s + plot + "\n";
+}
+
+/// How a power row's input distribution is named in a legend.
+std::string input_label(const PowerRun& run, const std::string& input) {
+  const json& settings = run.doc.value("settings", json::object());
+  if (settings.contains("inputs") && settings["inputs"].is_object() && settings["inputs"].contains(input) &&
+      settings["inputs"][input].is_string())
+    return settings["inputs"][input].get<std::string>();
+  return input;
+}
+
+/// The (input, mask) pairs of a power file, in row order.
+std::vector<std::pair<std::string, std::string>> input_masks(const PowerRun& run) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const PowerPoint& p : run.points)
+    if (std::find(out.begin(), out.end(), std::make_pair(p.input, p.mask)) == out.end())
+      out.emplace_back(p.input, p.mask);
+  return out;
+}
+
+/// Error / bound vs n from the power file, log-log: one line per implementation
+/// × input × mask (colour: implementation, dashes: input, points: mask), or,
+/// for one implementation, one colour per input × mask.
+Chart tightness_chart(const PowerRun& run, const std::string& only, const std::string& name,
+                      const std::string& section) {
+  const auto pairs = input_masks(run);
+  std::vector<Line> lines;
+  int colour = 0;
+  for (size_t i = 0; i < run.implementations.size(); ++i) {
+    const std::string& impl = run.implementations[i];
+    if (!only.empty() && impl != only) continue;
+    for (size_t k = 0; k < pairs.size(); ++k) {
+      const auto& [input, mask] = pairs[k];
+      Line line;
+      line.title = only.empty() ? fmt::format("{}, {}, mask {}", impl, input_label(run, input), mask)
+                                : fmt::format("{}, mask {}", input_label(run, input), mask);
+      line.colour = palette_colour(only.empty() ? static_cast<int>(i) + 1 : ++colour);
+      line.dash = only.empty() && input != pairs.front().first ? 3 : 1;
+      line.point = mask == "none" ? 7 : 5;
+      for (const PowerPoint& p : run.points)
+        if (p.input == input && p.mask == mask)
+          if (const auto* t = p.find(impl); t && t->error_over_bound)
+            line.xy.emplace_back(static_cast<double>(p.n), *t->error_over_bound);
+      lines.push_back(std::move(line));
+    }
+  }
+  const std::string plot = log_log_plot(lines, "worst error / bound", 1.0, "bound");
+  if (plot.empty()) return {};
+  Chart chart;
+  chart.name = name;
+  chart.section = section;
+  const std::string conditions = power_conditions(run, "\n");
+  const std::string who = only.empty() ? fmt::format("{}", fmt::join(run.implementations, " and ")) : only;
+  chart.caption = fmt::format("Worst |O − reference| of {} as a fraction of its forward error bound, vs n, log-log "
+                              "(1 = at the bound; the gap below 1 is the bound's slack). Inputs {}, from {} "
+                              "(attncheck verify --power). {}",
+                              who, only.empty() ? "U[-1, 1] (solid) and N(0, 1) (dashed), masks none (circles) and "
+                                                  "causal (squares)"
+                                                : "as in the legend",
+                              run.file, power_conditions(run));
+  chart.svg = preamble(960, 600, fmt::format("Error / bound vs n: {}; log-log", who), conditions) + plot;
+  return chart;
+}
+
+/// The smallest relative perturbation ε of O caught vs n, log-log: one line per input × mask.
+Chart epsilon_chart(const PowerRun& run) {
+  const auto pairs = input_masks(run);
+  std::string perturbed;
+  for (const PowerPoint& p : run.points)
+    if (!p.perturbed.empty()) perturbed = p.perturbed;
+  std::vector<Line> lines;
+  for (size_t k = 0; k < pairs.size(); ++k) {
+    const auto& [input, mask] = pairs[k];
+    Line line;
+    line.title = fmt::format("{}, mask {}", input_label(run, input), mask);
+    line.colour = palette_colour(static_cast<int>(k) + 1);
+    line.point = mask == "none" ? 7 : 5;
+    for (const PowerPoint& p : run.points)
+      if (p.input == input && p.mask == mask && p.caught_at_highest && p.smallest_caught)
+        line.xy.emplace_back(static_cast<double>(p.n), *p.smallest_caught);
+    lines.push_back(std::move(line));
+  }
+  const std::string plot = log_log_plot(lines, "smallest ε caught", std::nullopt, "");
+  if (plot.empty()) return {};
+  Chart chart;
+  chart.name = "power-vs-n";
+  chart.section = "power";
+  const std::string conditions = power_conditions(run, "\n");
+  chart.caption = fmt::format(
+      "Power: the smallest ε for which {0}'s output O·(1 + ε) (every element moved by the same relative ε) "
+      "fails differential_reference, vs n, log-log; lower is more powerful. Bisection on log ε{1}; a "
+      "configuration never caught in that range has no point. From {2} (attncheck verify --power). {3}",
+      perturbed.empty() ? "the implementation" : perturbed,
+      run.epsilon_hi > 0 ? fmt::format(" in [{:g}, {:g}]", run.epsilon_lo, run.epsilon_hi) : "", run.file,
+      power_conditions(run));
+  chart.svg = preamble(960, 600, fmt::format("Smallest relative error caught vs n: {}·(1 + ε); log-log",
+                                             perturbed.empty() ? "O" : perturbed),
+                       conditions) +
+              plot;
+  return chart;
+}
+
 /// A table from the counterexample as rows of numbers; null or strings ("nan") become NaN.
 std::vector<std::vector<double>> read_table(const json& t) {
   std::vector<std::vector<double>> out;
@@ -467,9 +618,20 @@ std::vector<Chart> draw_charts(const Model& model, const std::string& gnuplot) {
     Chart g = gflops_chart(model, series, colours);
     if (!g.svg.empty()) scripts.push_back(std::move(g));
   }
+  if (model.power) {
+    Chart t = tightness_chart(*model.power, "", "tightness-vs-n", "power");
+    if (!t.svg.empty()) scripts.push_back(std::move(t));
+    Chart e = epsilon_chart(*model.power);
+    if (!e.svg.empty()) scripts.push_back(std::move(e));
+  }
   for (size_t v = 0; v < model.verifies.size(); ++v) {
     const VerifyRun& run = model.verifies[v];
-    if (run.doc.contains("error_vs_n")) {
+    // The power file's rows for this implementation, when it has them, are its error vs n.
+    if (model.power && model.power->has(run.implementation)) {
+      Chart e = tightness_chart(*model.power, run.implementation, fmt::format("error-{}-{}", run.implementation, v),
+                                fmt::format("error:{}", v));
+      if (!e.svg.empty()) scripts.push_back(std::move(e));
+    } else if (run.doc.contains("error_vs_n")) {
       Chart e = error_chart(run, v);
       if (!e.svg.empty()) scripts.push_back(std::move(e));
     }

@@ -132,6 +132,48 @@ std::string verify_conditions(const VerifyRun& run) {
                      text(doc, "cases_per_property", "?"), text(doc, "max_n", "?"));
 }
 
+std::string power_conditions(const PowerRun& run, const std::string& separator) {
+  const auto& doc = run.doc;
+  const nlohmann::json context = doc.contains("context") && doc["context"].is_object() ? doc["context"]
+                                                                                         : nlohmann::json::object();
+  const nlohmann::json settings = doc.contains("settings") && doc["settings"].is_object() ? doc["settings"]
+                                                                                            : nlohmann::json::object();
+  auto text = [](const nlohmann::json& j, const char* key, const std::string& fallback) {
+    if (!j.contains(key) || j[key].is_null()) return fallback;
+    return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
+  };
+  auto first_load = [&](const char* key) -> std::optional<double> {
+    if (context.contains(key) && context[key].is_array() && !context[key].empty() && context[key][0].is_number())
+      return context[key][0].get<double>();
+    return std::nullopt;
+  };
+  // The machine, the build, the problem.
+  std::string machine = text(context, "cpu_model", "unknown CPU");
+  if (context.contains("logical_cpus") && context["logical_cpus"].is_number())
+    machine += fmt::format(" ({} logical CPUs)", context["logical_cpus"].dump());
+  const std::string threads = text(settings, "threads", text(context, "cores_used", "?"));
+  machine += fmt::format(", {} thread{}", threads, threads == "1" ? "" : "s");
+  const auto start = first_load("load_avg_start"), end = first_load("load_avg");
+  if (start && end)
+    machine += fmt::format(", load average {} at the start, {} at the end", format_number(*start, 2),
+                           format_number(*end, 2));
+  else if (end)
+    machine += fmt::format(", load average {}", format_number(*end, 2));
+  const std::string flags = text(context, "flags", "");
+  std::string build = fmt::format("{}{}, SIMD target {}", text(context, "compiler", "unknown compiler"),
+                                  flags.empty() ? "" : " " + flags, text(context, "simd_target", "unknown"));
+  if (context.contains("date")) build += ", " + text(context, "date", "");
+  int64_t d = 0;
+  for (const PowerPoint& p : run.points) d = std::max(d, p.d);
+  std::string problem = fmt::format("d = {}, b = h = 1", d > 0 ? std::to_string(d) : "?");
+  for (const PowerPoint& p : run.points)
+    if (p.n_q < p.n) {  // the first subsampled n says how
+      problem += fmt::format("; from n = {}, {} evenly spaced query rows against all n keys", p.n, p.n_q);
+      break;
+    }
+  return machine + separator + build + separator + problem;
+}
+
 std::string format_number(double value, int significant) {
   if (!std::isfinite(value)) return std::isnan(value) ? "nan" : (value > 0 ? "inf" : "-inf");
   if (value == 0) return "0";

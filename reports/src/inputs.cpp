@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -281,6 +282,9 @@ void load_verify_file(const std::string& file, Model& model) {
   const json doc = read_json_file(file);
   if (!doc.is_object()) fail(file, "top level must be an object (not a verify JSON file)");
   const auto version = doc.find("json_schema_version");
+  if (version == doc.end() && doc.contains("power_json_version"))
+    fail(file, "a power JSON file (field 'power_json_version', from `attncheck verify --power`) given as verify "
+               "JSON: pass it with --power");
   if (version == doc.end())
     fail(file, "missing field 'json_schema_version' (not a verify JSON file: write it with `attncheck verify --json FILE`)");
   if (!version->is_number_integer())
@@ -338,7 +342,121 @@ void load_verify_file(const std::string& file, Model& model) {
   model.verifies.push_back(std::move(run));
 }
 
+/// A number, null, or the string "inf" (power JSON writes an infinite ratio so).
+std::optional<double> ratio_field(const std::string& file, const json& object, const char* key,
+                                  const std::string& where) {
+  const auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return std::nullopt;
+  if (it->is_number()) return it->get<double>();
+  if (it->is_string() && it->get<std::string>() == "inf") return std::numeric_limits<double>::infinity();
+  fail(file, fmt::format("{}: field '{}' must be a number, null or \"inf\"", where, key));
+}
+
+const std::set<std::string> tightness_verdicts = {"PASSED", "FAILED", "INCONCLUSIVE", "DECLINED"};
+
+PowerRun load_power_file(const std::string& file) {
+  const json doc = read_json_file(file);
+  if (!doc.is_object()) fail(file, "top level must be an object (not a power JSON file)");
+  const auto version = doc.find("power_json_version");
+  if (version == doc.end() && doc.contains("json_schema_version"))
+    fail(file, "a verify JSON file (field 'json_schema_version') given as power JSON: pass it with --verify");
+  if (version == doc.end())
+    fail(file, "missing field 'power_json_version' (not a power JSON file: write it with "
+               "`attncheck verify --power --json FILE`)");
+  if (!version->is_number_integer()) fail(file, "field 'power_json_version' must be an integer");
+  const int64_t v = version->get<int64_t>();
+  if (v < oldest_power_json_version || v > power_json_version)
+    fail(file, fmt::format("field 'power_json_version' is {}; this attncheck reads version{} {}", v,
+                           oldest_power_json_version == power_json_version ? "" : "s",
+                           oldest_power_json_version == power_json_version
+                               ? std::to_string(power_json_version)
+                               : fmt::format("{} to {}", oldest_power_json_version, power_json_version)));
+  PowerRun run;
+  run.file = file;
+  run.version = static_cast<int>(v);
+  if (doc.contains("settings") && doc["settings"].is_object()) {
+    const json& settings = doc["settings"];
+    if (settings.contains("implementations") && settings["implementations"].is_array())
+      for (const json& name : settings["implementations"])
+        if (name.is_string()) run.implementations.push_back(name.get<std::string>());
+    if (settings.contains("epsilon_range") && settings["epsilon_range"].is_array() &&
+        settings["epsilon_range"].size() == 2 && settings["epsilon_range"][0].is_number() &&
+        settings["epsilon_range"][1].is_number()) {
+      run.epsilon_lo = settings["epsilon_range"][0].get<double>();
+      run.epsilon_hi = settings["epsilon_range"][1].get<double>();
+    }
+  }
+  const json& rows = require(file, doc, "rows", json::value_t::array, "an array");
+  if (rows.empty()) fail(file, "field 'rows' is empty (nothing to report)");
+  std::set<std::tuple<int64_t, std::string, std::string>> seen;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const std::string where = fmt::format("rows[{}]", i);
+    const json& r = rows[i];
+    if (!r.is_object()) fail(file, where + " must be an object");
+    PowerPoint p;
+    const double n = require(file, r, "n", json::value_t::number_float, "a number", where).get<double>();
+    if (!(n >= 1) || n != std::floor(n)) fail(file, fmt::format("{}: field 'n' must be a positive integer", where));
+    p.n = static_cast<int64_t>(n);
+    p.input = require(file, r, "input", json::value_t::string, "a string", where).get<std::string>();
+    p.mask = require(file, r, "mask", json::value_t::string, "a string", where).get<std::string>();
+    p.n_q = static_cast<int64_t>(number_or_string(r, "n_q").value_or(n));
+    p.n_k = static_cast<int64_t>(number_or_string(r, "n_k").value_or(n));
+    p.d = static_cast<int64_t>(number_or_string(r, "d").value_or(0));
+    p.oracle = string_or(r, "oracle", "—");
+    p.seconds = number_or_string(r, "seconds").value_or(0);
+    if (!seen.insert({p.n, p.input, p.mask}).second)
+      fail(file, fmt::format("{}: n={} input={} mask={} appears twice", where, p.n, p.input, p.mask));
+    const json& tightness = require(file, r, "tightness", json::value_t::object, "an object", where);
+    std::vector<std::string> order = run.implementations;
+    for (const auto& [name, t] : tightness.items())
+      if (std::find(order.begin(), order.end(), name) == order.end()) {
+        order.push_back(name);
+        run.implementations.push_back(name);
+      }
+    for (const std::string& name : order) {
+      if (!tightness.contains(name)) continue;
+      const json& t = tightness[name];
+      const std::string at = fmt::format("{}: tightness.{}", where, name);
+      if (!t.is_object()) fail(file, at + " must be an object");
+      PowerPoint::Tightness out;
+      out.implementation = name;
+      out.error_over_bound = ratio_field(file, t, "error_over_bound", at);
+      out.max_abs_error = number_or_string(t, "max_abs_error");
+      out.verdict = require(file, t, "verdict", json::value_t::string, "a string", at).get<std::string>();
+      if (!tightness_verdicts.count(out.verdict))
+        fail(file, fmt::format("{}: field 'verdict': unknown value '{}'", at, out.verdict));
+      out.message = string_or(t, "message");
+      p.tightness.push_back(out);
+    }
+    if (r.contains("power")) {
+      const json& power = require(file, r, "power", json::value_t::object, "an object", where);
+      const std::string at = where + ": power";
+      p.perturbed = string_or(power, "perturbed");
+      p.smallest_caught = ratio_field(file, power, "smallest_epsilon_caught", at);
+      p.largest_missed = ratio_field(file, power, "largest_epsilon_missed", at);
+      p.caught_at_lowest = power.value("caught_at_lowest", false);
+      p.caught_at_highest = power.value("caught_at_highest", p.smallest_caught.has_value());
+    }
+    run.points.push_back(std::move(p));
+  }
+  // By n; within an n, in the file's order (attncheck writes uniform before normal, none before causal).
+  std::stable_sort(run.points.begin(), run.points.end(),
+                   [](const PowerPoint& a, const PowerPoint& b) { return a.n < b.n; });
+  run.doc = doc;
+  return run;
+}
+
 }  // namespace
+
+const PowerPoint::Tightness* PowerPoint::find(const std::string& implementation) const {
+  for (const Tightness& t : tightness)
+    if (t.implementation == implementation) return &t;
+  return nullptr;
+}
+
+bool PowerRun::has(const std::string& implementation) const {
+  return std::any_of(points.begin(), points.end(), [&](const PowerPoint& p) { return p.find(implementation); });
+}
 
 bool Config::operator<(const Config& other) const {
   return std::make_tuple(d, mask != "none", mask, threads) <
@@ -350,8 +468,8 @@ std::string Config::label() const {
 }
 
 Model load_inputs(const ReportInputs& inputs) {
-  if (inputs.bench_files.empty() && inputs.verify_files.empty())
-    throw InvalidInput("report: no input files (give --bench FILE and/or --verify FILE)");
+  if (inputs.bench_files.empty() && inputs.verify_files.empty() && inputs.power_file.empty())
+    throw InvalidInput("report: no input files (give --bench FILE, --verify FILE and/or --power FILE)");
   Model model;
   for (const std::string& file : inputs.bench_files) {
     const size_t before = model.series.size();
@@ -366,6 +484,7 @@ Model load_inputs(const ReportInputs& inputs) {
       fail(file, "field 'benchmarks': no benchmark named <implementation>/n:<n>/... (nothing to report)");
   }
   for (const std::string& file : inputs.verify_files) load_verify_file(file, model);
+  if (!inputs.power_file.empty()) model.power = load_power_file(inputs.power_file);
   for (Series& s : model.series)
     std::sort(s.points.begin(), s.points.end(),
               [](const Measurement& a, const Measurement& b) { return a.n < b.n; });

@@ -80,10 +80,41 @@ struct VerifyRun {
   int schema_version = 1;
 };
 
+/// One configuration of a power file (its "rows"), normalised.
+struct PowerPoint {
+  int64_t n = 0, n_q = 0, n_k = 0, d = 0;
+  std::string input, mask, oracle;
+  double seconds = 0;
+  struct Tightness {
+    std::string implementation;
+    std::optional<double> error_over_bound;  ///< empty when null; +inf when "inf"
+    std::optional<double> max_abs_error;
+    std::string verdict;                     ///< PASSED, FAILED, INCONCLUSIVE or DECLINED
+    std::string message;
+  };
+  std::vector<Tightness> tightness;  ///< in the file's implementation order
+  std::string perturbed;             ///< whose O·(1 + ε) was searched ("" when none)
+  std::optional<double> smallest_caught, largest_missed;
+  bool caught_at_lowest = false, caught_at_highest = false;
+  const Tightness* find(const std::string& implementation) const;
+};
+
+/// The power JSON file (`attncheck verify --power --json`; docs/report-schema.md).
+struct PowerRun {
+  std::string file;
+  nlohmann::json doc;
+  int version = 1;
+  std::vector<std::string> implementations;  ///< settings.implementations, else as met in the rows
+  std::vector<PowerPoint> points;            ///< sorted by n, else in the file's order
+  double epsilon_lo = 0, epsilon_hi = 0;     ///< settings.epsilon_range, the range searched; 0 if absent
+  bool has(const std::string& implementation) const;
+};
+
 struct Model {
   std::vector<BenchRun> runs;
   std::vector<Series> series;  ///< sorted by configuration, then implementation
   std::vector<VerifyRun> verifies;
+  std::optional<PowerRun> power;
   std::vector<std::string> ignored_benchmarks;  ///< names without an n: field
   struct FailedBenchmark {
     std::string name, message, file;
@@ -102,12 +133,15 @@ std::string verdict_for(const Model& model, const std::string& implementation);
 /// Conditions of one bench run / one verify run, in one line.
 std::string bench_conditions(const BenchRun& run, int threads);
 std::string verify_conditions(const VerifyRun& run);
+/// The power file's conditions: the machine, the build and the problem, joined by `separator`.
+std::string power_conditions(const PowerRun& run, const std::string& separator = "; ");
 
 /// A chart drawn by gnuplot: its file stem and the SVG text.
 struct Chart {
   std::string name;     ///< file stem, e.g. "time-d64-none-t1"
   std::string caption;  ///< what it shows, with its conditions
-  std::string section;  ///< where it belongs: "performance:<config label>", "error:<verify index>", "property:<verify index>:<name>"
+  std::string section;  ///< where it belongs: "performance:<config label>", "error:<verify index>",
+                        ///< "property:<verify index>:<name>", "power"
   std::string svg;
 };
 

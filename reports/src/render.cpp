@@ -185,6 +185,91 @@ Table error_table(const VerifyRun& run) {
   return t;
 }
 
+std::string ratio_cell(const PowerPoint::Tightness& t) {
+  std::string cell = !t.error_over_bound ? "—" : format_number(*t.error_over_bound);
+  return t.verdict == "PASSED" ? cell : fmt::format("{} {}", cell, t.verdict);
+}
+
+std::string epsilon_cell(const PowerPoint& p) {
+  if (p.perturbed.empty()) return "—";
+  if (!p.caught_at_highest) return p.largest_missed ? "> " + format_number(*p.largest_missed) : "not caught";
+  if (p.caught_at_lowest) return p.smallest_caught ? "≤ " + format_number(*p.smallest_caught) : "—";
+  return p.smallest_caught ? format_number(*p.smallest_caught) : "—";
+}
+
+/// The power file as a table: a row per n × input × mask.
+Table power_table(const PowerRun& run) {
+  std::string perturbed;
+  for (const PowerPoint& p : run.points)
+    if (!p.perturbed.empty()) perturbed = p.perturbed;
+  std::vector<std::string> header = {"n", "n_q × n_k", "input", "mask"};
+  for (const std::string& impl : run.implementations) header.push_back(impl + " error / bound");
+  if (!perturbed.empty())
+    header.insert(header.end(), {"bound ÷ worst error (" + perturbed + ")", "smallest ε caught (" + perturbed + ")"});
+  header.push_back("oracle");
+  Table t = {header};
+  for (const PowerPoint& p : run.points) {
+    std::vector<std::string> row = {std::to_string(p.n), fmt::format("{}×{}", p.n_q, p.n_k), p.input, p.mask};
+    for (const std::string& impl : run.implementations) {
+      const auto* tight = p.find(impl);
+      row.push_back(tight ? ratio_cell(*tight) : "—");
+    }
+    if (!perturbed.empty()) {
+      const auto* tight = p.find(perturbed);
+      row.push_back(tight && tight->error_over_bound && *tight->error_over_bound > 0
+                        ? format_number(1 / *tight->error_over_bound) + "×"
+                        : "—");
+      row.push_back(epsilon_cell(p));
+    }
+    row.push_back(p.oracle);
+    t.push_back(row);
+  }
+  return t;
+}
+
+/// One implementation's rows of the power file, as verify's error vs n table with the input and n_q × n_k.
+Table power_error_table(const PowerRun& run, const std::string& implementation) {
+  Table t = {{"n", "n_q × n_k", "input", "mask", "max abs error", "error / bound", "verdict", "oracle"}};
+  for (const PowerPoint& p : run.points)
+    if (const auto* tight = p.find(implementation))
+      t.push_back({std::to_string(p.n), fmt::format("{}×{}", p.n_q, p.n_k), p.input, p.mask,
+                   tight->max_abs_error ? format_number(*tight->max_abs_error) : "—",
+                   tight->error_over_bound ? format_number(*tight->error_over_bound) : "—", tight->verdict, p.oracle});
+  return t;
+}
+
+/// The rows whose implementation did not pass, as lines of text.
+std::vector<std::string> power_failures(const PowerRun& run) {
+  std::vector<std::string> out;
+  for (const PowerPoint& p : run.points)
+    for (const auto& t : p.tightness)
+      if (t.verdict != "PASSED")
+        out.push_back(fmt::format("n={} {} {}: {} {}{}", p.n, p.input, p.mask, t.implementation, t.verdict,
+                                  t.message.empty() ? "" : ": " + t.message));
+  return out;
+}
+
+std::string power_note(const PowerRun& run, const VerifyRun& v) {
+  std::string sizes;
+  if (v.doc.contains("error_vs_n") && v.doc["error_vs_n"].is_array()) {
+    std::set<std::string> ns;
+    std::vector<std::string> ordered;
+    for (const json& r : v.doc["error_vs_n"])
+      if (ns.insert(text_of(r, "n")).second) ordered.push_back(text_of(r, "n"));
+    if (!ordered.empty()) sizes = fmt::format(" (n = {})", fmt::join(ordered, ", "));
+  }
+  return fmt::format("From {} (attncheck verify --power), the data of \"Tightness and power of the tolerance "
+                     "model\" below; the verify file's own error_vs_n{} is in report.json. Conditions: {}.",
+                     run.file, sizes, power_conditions(run));
+}
+
+const char* power_legend =
+    "error / bound: worst |O − reference| over the problem ÷ its forward error bound (differential_reference; "
+    "1 = at the bound), with the verdict when not PASSED. bound ÷ worst error: how many times the worst error "
+    "fits under the bound. smallest ε caught: the least ε for which O·(1 + ε) (every element moved by the same "
+    "relative ε) fails differential_reference, by bisection on log ε (≤: caught at the lowest ε tried; >: never "
+    "caught).";
+
 std::string strings_of(const json& j, const char* key) {
   if (!j.contains(key) || !j[key].is_array() || j[key].empty()) return "—";
   std::vector<std::string> items;
@@ -432,7 +517,7 @@ h2 { border-bottom: 1px solid #ccc; padding-bottom: 0.2em; margin-top: 2em; }
 table { border-collapse: collapse; margin: 0.5em 0 1em; font-size: 0.92em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; }
-td.fail { background: #fde2e2; font-weight: 600; }
+td.fail, li.fail { background: #fde2e2; font-weight: 600; }
 td.pass { background: #e3f4e3; }
 td.warn { background: #fff3cd; }
 table.matrix td { font-family: monospace; text-align: right; }
@@ -452,7 +537,9 @@ std::string render_json(const Model& model) {
   json bench_files = json::array(), verify_files = json::array();
   for (const BenchRun& r : model.runs) bench_files.push_back(r.file);
   for (const VerifyRun& v : model.verifies) verify_files.push_back(v.file);
-  out["inputs"] = {{"bench", bench_files}, {"verify", verify_files}};
+  out["inputs"] = {{"bench", bench_files},
+                   {"verify", verify_files},
+                   {"power", model.power ? json(model.power->file) : json()}};
   json runs = json::array();
   for (const BenchRun& r : model.runs)
     runs.push_back({{"file", r.file},
@@ -533,9 +620,23 @@ std::string render_json(const Model& model) {
                             {"summary", d.value("summary", json())},
                             {"properties", d["properties"]},
                             {"error_vs_n", d.value("error_vs_n", json::array())},
+                            {"error_vs_n_shown_from",
+                             model.power && model.power->has(v.implementation) ? "power" : "verify"},
                             {"mutants", d.value("mutants", json::array())}});
   }
   out["verification"] = verification;
+  if (model.power) {
+    const PowerRun& p = *model.power;
+    out["power"] = {{"file", p.file},
+                    {"power_json_version", p.version},
+                    {"conditions", power_conditions(p)},
+                    {"settings", p.doc.value("settings", json())},
+                    {"context", p.doc.value("context", json())},
+                    {"rows", p.doc["rows"]},
+                    {"error_vs_n", p.doc.value("error_vs_n", json::array())}};
+  } else {
+    out["power"] = nullptr;
+  }
   out["ignored_benchmarks"] = model.ignored_benchmarks;
   json failed = json::array();
   for (const auto& f : model.failed_benchmarks)
@@ -549,9 +650,10 @@ static std::string provenance(const Model& model) {
   std::vector<std::string> bench, verify;
   for (const BenchRun& r : model.runs) bench.push_back(r.file);
   for (const VerifyRun& v : model.verifies) verify.push_back(v.file);
-  return fmt::format("Built from bench JSON: {}; verify JSON: {}.",
+  return fmt::format("Built from bench JSON: {}; verify JSON: {}; power JSON: {}.",
                      bench.empty() ? "none" : fmt::format("{}", fmt::join(bench, ", ")),
-                     verify.empty() ? "none" : fmt::format("{}", fmt::join(verify, ", ")));
+                     verify.empty() ? "none" : fmt::format("{}", fmt::join(verify, ", ")),
+                     model.power ? model.power->file : "none");
 }
 
 std::string render_markdown(const Model& model) {
@@ -593,13 +695,24 @@ std::string render_markdown(const Model& model) {
         md += fmt::format("{} (slice {}):\n\n{}\n", title, c.slice, md_table(table));
       }
     }
-    if (v.doc.contains("error_vs_n") && !v.doc["error_vs_n"].empty())
+    if (model.power && model.power->has(v.implementation))
+      md += "### Error vs n\n\n" + md_table(power_error_table(*model.power, v.implementation)) + "\n_" +
+            power_note(*model.power, v) + "_\n\n";
+    else if (v.doc.contains("error_vs_n") && !v.doc["error_vs_n"].empty())
       md += "### Error vs n\n\n" + md_table(error_table(v)) + "\n";
     if (v.doc.contains("mutants") && v.doc["mutants"].is_array() && !v.doc["mutants"].empty()) {
       md += "### Mutants\n\n" + md_table(mutants_table(v)) + "\n";
       const Table matrix = kill_matrix_table(v);
       if (!matrix.empty()) md += "**Kill matrix**\n\n" + md_table(matrix) + "\n_" + kill_matrix_legend + "_\n\n";
     }
+  }
+  if (model.power) {
+    const PowerRun& p = *model.power;
+    md += "## Tightness and power of the tolerance model\n\n";
+    md += md_table(power_table(p)) + "\n_" + power_legend + "_\n\n";
+    for (const std::string& line : power_failures(p)) md += "- " + line + "\n";
+    if (!power_failures(p).empty()) md += "\n";
+    md += fmt::format("_Conditions: {}. From {}._\n\n", power_conditions(p), p.file);
   }
   if (!model.ignored_benchmarks.empty())
     md += fmt::format("Benchmarks without an n: field, not reported: {}.\n\n", fmt::join(model.ignored_benchmarks, ", "));
@@ -666,11 +779,16 @@ std::string render_html(const Model& model, const std::vector<Chart>& charts) {
       if (!c.case_json.empty())
         h += "<details><summary>Case JSON</summary><pre>" + html_escape(c.case_json) + "</pre></details>\n";
     }
-    if (v.doc.contains("error_vs_n") && !v.doc["error_vs_n"].empty()) {
+    const bool from_power = model.power && model.power->has(v.implementation);
+    if (from_power || (v.doc.contains("error_vs_n") && !v.doc["error_vs_n"].empty())) {
       h += "<h3>Error vs n</h3>\n";
       for (const Chart& chart : charts)
         if (chart.section == fmt::format("error:{}", i)) h += figure(chart);
-      h += html_table(error_table(v));
+      if (from_power)
+        h += html_table(power_error_table(*model.power, v.implementation)) + "<p class=\"conditions\">" +
+             html_escape(power_note(*model.power, v)) + "</p>\n";
+      else
+        h += html_table(error_table(v));
     }
     if (v.doc.contains("mutants") && v.doc["mutants"].is_array() && !v.doc["mutants"].empty()) {
       h += "<h3>Mutants</h3>\n" + html_table(mutants_table(v));
@@ -679,6 +797,21 @@ std::string render_html(const Model& model, const std::vector<Chart>& charts) {
         h += "<h4>Kill matrix</h4>\n" + html_table(matrix, "matrix") + "<p class=\"conditions\">" +
              html_escape(kill_matrix_legend) + "</p>\n";
     }
+  }
+  if (model.power) {
+    const PowerRun& p = *model.power;
+    h += "<h2>Tightness and power of the tolerance model</h2>\n";
+    for (const Chart& chart : charts)
+      if (chart.section == "power") h += figure(chart);
+    h += html_table(power_table(p)) + "<p class=\"conditions\">" + html_escape(power_legend) + "</p>\n";
+    const auto failures = power_failures(p);
+    if (!failures.empty()) {
+      h += "<ul>\n";
+      for (const std::string& line : failures) h += "<li class=\"fail\">" + html_escape(line) + "</li>\n";
+      h += "</ul>\n";
+    }
+    h += fmt::format("<p class=\"conditions\">Conditions: {}. From {}.</p>\n", html_escape(power_conditions(p)),
+                     html_escape(p.file));
   }
   if (!model.ignored_benchmarks.empty())
     h += fmt::format("<p>Benchmarks without an n: field, not reported: {}.</p>\n",

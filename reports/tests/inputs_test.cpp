@@ -178,3 +178,44 @@ TEST_CASE("verify JSON version 1 and 2 are both read; each version's statuses an
   CHECK_THAT(write("v2-matrix.json", mutants), Contains("mutants[1]: field 'matrix' must hold objects"));
   CHECK_FALSE(std::filesystem::exists(dir.sub("bad-out")));
 }
+
+TEST_CASE("power JSON is read from --power only; its version and fields are checked") {
+  ScratchDir dir;
+  auto as_verify = good_inputs();
+  as_verify.verify_files = {fixture("power_small.json")};
+  CHECK_THAT(error_of(as_verify, dir.sub("out")), Contains("power_small.json: a power JSON file"));
+  CHECK_THAT(error_of(as_verify, dir.sub("out")), Contains("pass it with --power"));
+  ReportInputs as_power;
+  as_power.power_file = fixture("verify_fused.json");
+  CHECK_THAT(error_of(as_power, dir.sub("out")), Contains("verify_fused.json: a verify JSON file"));
+  auto write = [&](const std::string& name, const nlohmann::json& doc) {
+    std::ofstream(dir.sub(name)) << doc.dump(2);
+    ReportInputs bad = good_inputs();
+    bad.power_file = dir.sub(name);
+    return error_of(bad, dir.sub("out"));
+  };
+  const auto good = nlohmann::json::parse(read_text(fixture("power_small.json")));
+  auto doc = good;
+  doc["power_json_version"] = 2;
+  CHECK_THAT(write("v2.json", doc), Contains("v2.json: field 'power_json_version' is 2; this attncheck reads version 1"));
+  doc = good;
+  doc.erase("power_json_version");
+  CHECK_THAT(write("none.json", doc), Contains("missing field 'power_json_version' (not a power JSON file"));
+  doc = good;
+  doc.erase("rows");
+  CHECK_THAT(write("rows.json", doc), Contains("missing field 'rows'"));
+  doc = good;
+  doc["rows"][2]["tightness"]["fused"]["verdict"] = "OK";
+  CHECK_THAT(write("verdict.json", doc), Contains("rows[2]: tightness.fused: field 'verdict': unknown value 'OK'"));
+  doc = good;
+  doc["rows"][3]["tightness"]["naive-fp32"]["error_over_bound"] = "small";
+  CHECK_THAT(write("ratio.json", doc),
+             Contains("rows[3]: tightness.naive-fp32: field 'error_over_bound' must be a number, null or \"inf\""));
+  doc = good;
+  doc["rows"][1] = doc["rows"][0];
+  CHECK_THAT(write("twice.json", doc), Contains("rows[1]: n=16 input=uniform mask=none appears twice"));
+  doc = good;
+  doc["rows"][0].erase("mask");
+  CHECK_THAT(write("mask.json", doc), Contains("rows[0]: missing field 'mask'"));
+  CHECK_FALSE(std::filesystem::exists(dir.sub("out")));
+}

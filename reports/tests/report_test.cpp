@@ -309,3 +309,109 @@ TEST_CASE("the report shows each mutant's verdict, expected killers and the kill
   CHECK(result.headline.size() == 1);
   CHECK_THAT(result.headline[0].verdict, Contains("FAIL: 2 of 3 mutants"));
 }
+
+namespace {
+
+/// A stand-in for gnuplot that keeps each script it is given (chart-<k>.gp in
+/// `dir`) and prints an empty SVG: the tests read the charts' data from the scripts.
+std::string recording_gnuplot(const ScratchDir& dir) {
+  const std::string path = dir.sub("record-gnuplot.sh");
+  std::ofstream(path) << "#!/bin/sh\n"
+                      << "k=$(ls " << dir.sub("") << " | grep -c '^chart-')\n"
+                      << "cp \"$1\" " << dir.sub("") << "/chart-$k.gp\n"
+                      << "echo '<svg xmlns=\"http://www.w3.org/2000/svg\"></svg>'\n";
+  std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+  return path;
+}
+
+/// The recorded script whose title (gnuplot label 901) starts with `title`.
+std::string script_titled(const ScratchDir& dir, const std::string& title) {
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path)) {
+    if (entry.path().filename().string().rfind("chart-", 0) != 0) continue;
+    const std::string text = read_text(entry.path());
+    if (text.find("set label 901 \"" + title) != std::string::npos) return text;
+  }
+  FAIL("no chart titled " << title);
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("a power file gives error/bound and ε vs n charts and a table, and is the Error vs n of what it measured") {
+  ScratchDir dir, scripts;
+  ReportInputs inputs;
+  inputs.verify_files = {fixture("verify_fused.json"), fixture("verify_naive_eigen.json")};
+  inputs.power_file = fixture("power_small.json");
+  inputs.gnuplot = recording_gnuplot(scripts);
+  const ReportResult result = write_report(inputs, dir.sub("out"));
+  std::set<std::string> names;
+  for (const std::string& path : result.chart_paths) names.insert(std::filesystem::path(path).filename().string());
+  CHECK(names.count("tightness-vs-n.svg"));
+  CHECK(names.count("power-vs-n.svg"));
+
+  // Error / bound vs n, log-log: one line per implementation × input × mask, the bound at 1.
+  const std::string tightness = script_titled(scripts, "Error / bound vs n: fused and naive-fp32");
+  CHECK_THAT(tightness, Contains("set logscale x 2\nset logscale y 10\n"));
+  CHECK_THAT(tightness, Contains("$p7 << EOD"));
+  CHECK(tightness.find("$p8 << EOD") == std::string::npos);
+  CHECK_THAT(tightness, Contains("title \"naive-fp32, N(0, 1), mask causal\""));
+  CHECK_THAT(tightness, Contains("$p4 << EOD\n16 0.0114123107\n64 0.0112484832\n4096 0.0071391471\nEOD"));  // naive-fp32, uniform, none
+  CHECK_THAT(tightness, Contains("1 with lines dt 2 lw 2 lc rgb \"#000000\" title \"bound\""));
+  CHECK_THAT(tightness, Contains("AMD EPYC (2 logical CPUs), 1 thread, load average 4.3 at the start, 4.0 at the end"));
+  // The smallest ε caught: one line per input × mask, n across.
+  const std::string power = script_titled(scripts, "Smallest relative error caught vs n: fused");
+  CHECK_THAT(power, Contains("title \"U[-1, 1], mask causal\""));
+  CHECK_THAT(power, Contains("16 1.63264072e-05\n64 4.23121257e-05\n4096 0.000621872242\n"));
+  // fused's Error vs n is the power file's (n up to 4096, both inputs), not its verify file's n ≤ 64;
+  // naive-eigen, which the power file did not measure, keeps its verify file's.
+  const std::string fused = script_titled(scripts, "Error / bound vs n: fused;");
+  CHECK_THAT(fused, Contains("title \"N(0, 1), mask none\""));
+  CHECK_THAT(fused, Contains("4096 0.00418054169\n"));
+  CHECK(fused.find("naive-fp32") == std::string::npos);
+  CHECK_THAT(script_titled(scripts, "Error / bound vs n: naive-eigen"), Contains("d=64, mask=none"));
+
+  const std::string md = read_text(result.markdown_path);
+  CHECK_THAT(md, Contains("## Tightness and power of the tolerance model"));
+  CHECK_THAT(md, Contains("| n | n_q × n_k | input | mask | fused error / bound | naive-fp32 error / bound | "
+                          "bound ÷ worst error (fused) | smallest ε caught (fused) | oracle |"));
+  CHECK_THAT(md, Contains("| 4096 | 256×4096 | uniform | none | 0.00418 | 0.00714 | 239× | 6.22e-04 | long double |"));
+  CHECK_THAT(md, Contains("| 16 | 16×16 | normal | causal | 0.0222 | 0.0189 | 45.1× | 4.18e-06 | mp50 |"));
+  CHECK_THAT(md, Contains("_Conditions: AMD EPYC (2 logical CPUs), 1 thread, load average 4.3 at the start, 4.0 at "
+                          "the end; g++ 12.2.0 -O3 -DNDEBUG (Release), SIMD target AVX3, 2026-12-01T00:59:53Z; d = 64, "
+                          "b = h = 1; from n = 4096, 256 evenly spaced query rows against all n keys."));
+  const size_t fused_at = md.find("## Verification: fused"), eigen_at = md.find("## Verification: naive-eigen");
+  const size_t fused_row = md.find("| 4096 | 256×4096 | uniform | none | 8.75e-08 | 0.00418 | PASSED | long double |");
+  REQUIRE(fused_row != std::string::npos);
+  CHECK((fused_at < fused_row && fused_row < eigen_at));
+  CHECK(md.find("| n | d | mask | max abs error | error / bound | oracle |", eigen_at) != std::string::npos);
+
+  const auto report = nlohmann::json::parse(read_text(result.json_path));
+  CHECK(report["inputs"]["power"] == fixture("power_small.json"));
+  CHECK(report["power"]["rows"].size() == 12);
+  CHECK(report["power"]["power_json_version"] == 1);
+  CHECK(report["verification"][0]["error_vs_n_shown_from"] == "power");
+  CHECK(report["verification"][1]["error_vs_n_shown_from"] == "verify");
+  const std::string html = read_text(result.html_path);
+  CHECK_THAT(html, Contains("<h2>Tightness and power of the tolerance model</h2>\n<figure id=\"tightness-vs-n\">"));
+  CHECK_THAT(html, Contains("<figure id=\"power-vs-n\">"));
+}
+
+TEST_CASE("a power row that failed, or whose ε was never caught, is shown as such") {
+  ScratchDir dir;
+  auto doc = nlohmann::json::parse(read_text(fixture("power_small.json")));
+  doc["rows"][0]["tightness"]["naive-fp32"] = {{"error_over_bound", "inf"}, {"max_abs_error", 1.0},
+                                               {"verdict", "FAILED"}, {"message", "O[0][0][3][1] is NaN"}};
+  doc["rows"][1]["power"]["caught_at_highest"] = false;
+  doc["rows"][1]["power"]["smallest_epsilon_caught"] = nullptr;
+  doc["rows"][1]["power"]["largest_epsilon_missed"] = 0.1;
+  std::ofstream(dir.sub("power.json")) << doc.dump(2);
+  ReportInputs inputs;
+  inputs.power_file = dir.sub("power.json");
+  const ReportResult result = write_report(inputs, dir.sub("out"));  // the power file alone is a report
+  const std::string md = read_text(result.markdown_path);
+  CHECK_THAT(md, Contains("| 16 | 16×16 | uniform | none | 0.00965 | inf FAILED | 104× | 1.63e-05 | mp50 |"));
+  CHECK_THAT(md, Contains("| 16 | 16×16 | uniform | causal | 0.0161 | 0.0217 | 62.3× | > 0.100 | mp50 |"));
+  CHECK_THAT(md, Contains("- n=16 uniform none: naive-fp32 FAILED: O[0][0][3][1] is NaN"));
+  CHECK(std::filesystem::is_regular_file(dir.sub("out/charts/tightness-vs-n.svg")));
+  CHECK(std::filesystem::is_regular_file(dir.sub("out/charts/power-vs-n.svg")));
+}

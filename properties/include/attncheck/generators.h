@@ -15,6 +15,20 @@
 // drawn for classes that hold them, and for the others (fp16) Q and K are
 // scaled by powers of two until no Σ|q·k|·scale/τ exceeds half the class's
 // largest value.
+//
+// Resolvable logits (docs/tolerance.md "Inconclusive"): a class narrower than
+// float stores Q and K rounded to it, so a logit of magnitude L may be off by
+// about 2·u·L, beyond the tolerance model's first order once L passes a few
+// hundred (fp16) or a few tens (bf16). For those classes kResolvablePercent %
+// of the cases have Q and K scaled by powers of two until every
+// Σ|q·k|·scale/τ is at most resolvable_logit(class) (integer Q and K: reduced
+// to signs and fewer components instead, for the logit gap of
+// zero_limit_logit_gap); the rest keep their magnitudes, so that the
+// inconclusive path is still exercised. Wider classes draw nothing for it.
+//
+// Cost: tensors of more than kElementwiseMaxElements values are drawn from one
+// seed (as long rows are); smaller ones element by element, so that shrinking
+// reaches simple values where a case is small enough to read.
 #pragma once
 
 #include <rapidcheck.h>
@@ -59,6 +73,19 @@ inline constexpr int kLongRowPercent = 12;
 inline constexpr int64_t kLongRowsMinMaxN = 64;
 /// Long rows have at most this many queries.
 inline constexpr int64_t kLongRowMaxQueries = 16;
+
+/// Share of the cases of a narrow class (fp16, bf16) whose logits the class resolves, in percent.
+inline constexpr int kResolvablePercent = 90;
+/// Tensors with more values than this are drawn from one seed, not element by element.
+inline constexpr int64_t kElementwiseMaxElements = 256;
+/// The largest logit magnitude Σ|q·k|·scale/τ a class resolves well: 0.1/(2u)
+/// for classes narrower than float (fp16 ≈ 102, bf16 12.8), infinity for the others.
+double resolvable_logit(Precision precision);
+/// The gap between distinct integer logits temperature_zero_limit makes (its
+/// scale/τ): 100 (exp(−100) ≈ 4e-44) for float and wider, 20 (exp(−20) ≈ 2e-9,
+/// still below the class's resolution times any row length) for narrow classes,
+/// whose rounding of the inputs grows with the logits.
+double zero_limit_logit_gap(Precision precision);
 
 /// Cases for `request`, labelled with "aux" (a number each property uses for its
 /// own choices: permutations, shifts, which keys to replace) so that a case

@@ -115,20 +115,32 @@ Case power_case(const PowerConfig& config, const PowerOptions& options);
 /// Measures every (n, input, mask) of `options`.
 std::vector<PowerRow> measure_power(const PowerOptions& options);
 
-/// The JSON: {"power_json_version", "settings", "rows": [...],
+/// The power JSON version power_json writes (docs/report-schema.md).
+inline constexpr int kPowerJsonVersion = 1;
+
+/// The JSON: {"power_json_version", "settings", "context", "rows": [...],
 /// "error_vs_n": [...]}; error_vs_n rows carry the
 /// fields of verify's error_vs_n (n, d, mask, max_abs_error, error_over_bound,
 /// oracle) plus implementation, input, n_q, n_k, verdict and
-/// smallest_epsilon_caught.
-nlohmann::json power_json(const std::vector<PowerRow>& rows, const PowerOptions& options);
+/// smallest_epsilon_caught. The context is verify's (run_context: CPU, cores,
+/// load, compiler, flags, SIMD target, date) taken now, plus load_avg_start
+/// from `context_at_start` when given (run_context before measuring).
+nlohmann::json power_json(const std::vector<PowerRow>& rows, const PowerOptions& options,
+                          const nlohmann::json& context_at_start = nullptr);
 
 /// The table: one line per row (n, n_q×n_k, input, mask, error ÷ bound of each
 /// implementation, smallest ε caught, seconds).
 std::string format_power_header(const PowerOptions& options);
 std::string format_power_row(const PowerRow& row);
 
-/// `attncheck verify --power`: prints the table as rows are measured and writes
-/// the JSON to `json_path` unless it is empty. Returns the exit status (0).
+/// Measures `options`, printing the table as rows are measured, and writes
+/// the JSON to `json_path` unless it is empty (opened first, so an unwritable
+/// path fails before minutes of measuring). Returns the rows. `attncheck run`
+/// calls it with its own sizes.
+std::vector<PowerRow> run_power(const PowerOptions& options, const std::string& json_path);
+
+/// `attncheck verify --power`: run_power with the default options and `threads`.
+/// Returns the exit status (0).
 int run_power_command(const std::string& json_path, int threads);
 
 }  // namespace attncheck

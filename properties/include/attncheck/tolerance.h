@@ -54,6 +54,9 @@ struct ErrorBounds {
   std::vector<double> o;            ///< exact O (long double, rounded to double)
   std::vector<double> mixed;        ///< W = Σ_j a_ij·|v_jc|, [b][h][n_q][d_v]
   std::vector<double> hull_lo, hull_hi;  ///< per-column min/max of the readable V rows, [b][h][n_q][d_v]
+  /// The part of `out` that allows for underflow and flushed weights: an error
+  /// within it is the class's, whatever a peer of the same class does.
+  std::vector<double> out_underflow;
   std::vector<char> empty_row;      ///< 1 where every key is masked, [b][h][n_q]
   /// 1 where the first-order model does not hold for the row (see
   /// kFirstOrderLimit); its bounds are then only the convex hull's, [b][h][n_q]

@@ -176,6 +176,11 @@ std::string format_slice_comparison(const nlohmann::json& comparison);
 /// The verify JSON schema version verify_json writes.
 inline constexpr int kVerifyJsonSchemaVersion = 2;
 std::string verify_json(const VerifyReport& report);   ///< docs/verify-json.md, schema version 2
+/// The machine and build a run happened on, as verify JSON's "context" writes
+/// it: cpu_model, cores_used (`threads`, or every logical CPU when 0),
+/// logical_cpus, load_avg (1, 5 and 15 minutes, now), compiler, flags,
+/// simd_target, date (UTC).
+nlohmann::json run_context(int threads);
 std::string verify_junit(const VerifyReport& report);  ///< one testcase per property
 /// The counts of the summary line: "N passed, N failed[, N inconclusive][, N skipped]".
 std::string summary_line(const VerifyReport& report);

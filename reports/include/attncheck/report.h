@@ -1,6 +1,6 @@
-// The report generator: reads Google Benchmark JSON (from `attncheck bench`)
-// and verification JSON (from `attncheck verify`, docs/report-schema.md names
-// the version it reads) and writes report.json, report.md and a self-contained
+// The report generator: reads Google Benchmark JSON (from `attncheck bench`),
+// verification JSON (from `attncheck verify`) and power JSON (from `attncheck
+// verify --power`; docs/report-schema.md names the versions it reads) and writes report.json, report.md and a self-contained
 // report.html whose charts gnuplot draws as inline SVG. It never runs a
 // benchmark: everything comes from the JSON files.
 #pragma once
@@ -21,10 +21,18 @@ inline constexpr int report_json_schema_version = 1;
 inline constexpr int oldest_verify_json_schema_version = 1;
 inline constexpr int verify_json_schema_version = 2;
 
+/// The power JSON versions (`attncheck verify --power --json`) this generator reads.
+inline constexpr int oldest_power_json_version = 1;
+inline constexpr int power_json_version = 1;
+
 /// What to read and how to draw.
 struct ReportInputs {
   std::vector<std::string> bench_files;   ///< Google Benchmark JSON files
   std::vector<std::string> verify_files;  ///< `attncheck verify --json` files
+  /// `attncheck verify --power --json` file (empty: none): the tolerance
+  /// model's tightness and power vs n. Its error / bound rows also replace a
+  /// verify file's error_vs_n in that implementation's "Error vs n".
+  std::string power_file;
   std::string gnuplot = "gnuplot";        ///< program name or path of gnuplot
 };
 
@@ -76,8 +84,9 @@ struct ReportResult {
 /// and out_dir/charts/*.svg (other files in out_dir, such as the input JSON,
 /// are left alone; stale charts/*.svg are removed). All inputs are read and all charts drawn before
 /// anything is written, so a bad input (missing file, malformed JSON, a verify
-/// file without the supported json_schema_version, a bench file that is not
-/// Google Benchmark JSON) or a missing gnuplot throws InvalidInput — naming the
+/// file without the supported json_schema_version, a power file without the
+/// supported power_json_version, a bench file that is not Google Benchmark
+/// JSON) or a missing gnuplot throws InvalidInput — naming the
 /// file and the field — and leaves out_dir untouched.
 ReportResult write_report(const ReportInputs& inputs, const std::string& out_dir);
 
