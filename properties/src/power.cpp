@@ -95,6 +95,7 @@ std::string query_rows_text(int64_t n, int64_t n_q) {
 }
 
 std::string describe_input(const std::string& input) {
+  if (input == "positive_v") return "Q, K ~ N(0, 1), V ~ U[0, 1]";
   return input == "normal" ? "N(0, 1)" : "U[-1, 1]";
 }
 
@@ -137,24 +138,28 @@ nlohmann::json search_json(const ThresholdSearch& s) {
 }  // namespace
 
 Case power_case(const PowerConfig& config, const PowerOptions& options) {
-  if (config.input != "uniform" && config.input != "normal")
-    throw InvalidInput(fmt::format("power: input '{}' is not uniform or normal", config.input));
+  if (config.input != "uniform" && config.input != "normal" && config.input != "positive_v")
+    throw InvalidInput(fmt::format("power: input '{}' is not uniform, normal or positive_v", config.input));
   if (config.mask != "none" && config.mask != "causal")
     throw InvalidInput(fmt::format("power: mask '{}' is not none or causal", config.mask));
   const int64_t n = config.n, d = options.d;
   const int64_t n_q = sampled(n, options) ? options.sampled_queries : n;
   Case c;
   c.problem.shape = {1, 1, n_q, n, d, d};
-  std::mt19937_64 rng(static_cast<uint64_t>(n) * 2 + (config.input == "normal" ? 1 : 0));
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  const uint64_t stream = config.input == "normal" ? 1 : config.input == "positive_v" ? 2 : 0;
+  std::mt19937_64 rng(static_cast<uint64_t>(n) * 3 + stream);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f), unit(0.0f, 1.0f);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  auto draw = [&](std::vector<float>& t, int64_t count) {
+  // positive_v: outputs that do not cancel (a V with a common offset), where a
+  // relative error of O is as visible as it gets.
+  auto draw = [&](std::vector<float>& t, int64_t count, bool values) {
     t.resize(static_cast<size_t>(count));
-    for (float& x : t) x = config.input == "normal" ? normal(rng) : uniform(rng);
+    for (float& x : t)
+      x = config.input == "uniform" ? uniform(rng) : values && config.input == "positive_v" ? unit(rng) : normal(rng);
   };
-  draw(c.k, n * d);
-  draw(c.v, n * d);
-  draw(c.q, n_q * d);
+  draw(c.k, n * d, false);
+  draw(c.v, n * d, true);
+  draw(c.q, n_q * d, false);
   if (config.mask == "causal") {
     if (n_q == n) {
       c.problem.causal = Causal::top_left;
@@ -352,13 +357,13 @@ std::vector<PowerRow> run_power(const PowerOptions& given, const std::string& js
   }
   PowerOptions options = given;
   const nlohmann::json context_at_start = run_context(options.threads);
-  fmt::print("tightness and power of the tolerance model: d = {}, b = h = 1, inputs U[-1, 1] and N(0, 1), masks none "
-             "and causal, n = {}\n"
+  fmt::print("tightness and power of the tolerance model: d = {}, b = h = 1, inputs {}, masks {}, n = {}\n"
              "  err/bd: worst |O - reference| / bound of differential_reference (1 = at the bound)\n"
              "  smallest ε caught: the least ε for which {}'s O·(1 + ε) fails differential_reference "
              "(bisection on log ε in [{:g}, {:g}])\n"
              "  n > {}: {} evenly spaced query rows against all n keys\n",
-             options.d, fmt::join(options.sizes, ", "), options.implementations.front(), options.epsilon_lo,
+             options.d, fmt::join(options.inputs, ", "), fmt::join(options.masks, ", "), fmt::join(options.sizes, ", "),
+             options.implementations.front(), options.epsilon_lo,
              options.epsilon_hi, options.subsample_above, options.sampled_queries);
   fmt::print("{}", format_power_header(options));
   std::fflush(stdout);

@@ -104,6 +104,7 @@ TEST_CASE("measure_power: every (n, input, mask) row in the JSON, with its tight
   options.steps = 6;
   options.subsample_above = 16;
   options.sampled_queries = 12;  // n = 24 is sampled
+  options.inputs = {"uniform", "normal"};
   int streamed = 0;
   options.on_row = [&](const PowerRow&) { ++streamed; };
   const std::vector<PowerRow> rows = measure_power(options);
@@ -169,7 +170,7 @@ TEST_CASE("measure_power: every (n, input, mask) row in the JSON, with its tight
 TEST_CASE("the default measurement covers n = 16 … 4096, both inputs and both masks", "[power]") {
   const PowerOptions options;
   CHECK(options.sizes == std::vector<int64_t>{16, 64, 256, 1024, 4096});
-  CHECK(options.inputs == std::vector<std::string>{"uniform", "normal"});
+  CHECK(options.inputs == std::vector<std::string>{"uniform", "normal", "positive_v"});
   CHECK(options.masks == std::vector<std::string>{"none", "causal"});
   CHECK(options.d == 64);
   CHECK(options.implementations == std::vector<std::string>{"fused", "naive-fp32"});

@@ -68,7 +68,7 @@ struct PowerConfig {
 
 struct PowerOptions {
   std::vector<int64_t> sizes = {16, 64, 256, 1024, 4096};
-  std::vector<std::string> inputs = {"uniform", "normal"};
+  std::vector<std::string> inputs = {"uniform", "normal", "positive_v"};
   std::vector<std::string> masks = {"none", "causal"};
   int64_t d = 64;
   /// For n above this, only `sampled_queries` query rows of the n×n problem
