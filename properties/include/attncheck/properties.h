@@ -55,7 +55,7 @@ const Property* find_property(const std::string& name);
 /// The multiplier k of the naive-ratio rule: error ≤ k × naive error + floor.
 inline constexpr double kNaiveRatio = 4.0;
 /// The floor of the naive-ratio rule is the tolerance bound divided by this.
-inline constexpr double kNaiveFloorDivisor = 16.0;
+inline constexpr double kNaiveFloorDivisor = 8.0;
 
 /// Runs forward() into a buffer pre-filled with NaN and followed by guard
 /// values. Fails (InvalidInput is passed through) when a guard is overwritten.
