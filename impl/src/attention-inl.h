@@ -852,6 +852,22 @@ class DecodeWorker {
   std::vector<long double> exact_acc_;
 };
 
+// Runs work(*workers[t]) on `threads` threads, the caller's being the first.
+// A thread that cannot start leaves `sync`, so the others do its share.
+template <class Worker, class Barrier, class Work>
+void RunOnThreads(std::vector<std::unique_ptr<Worker>>& workers, Barrier& sync, const Work& work) {
+  const auto threads = static_cast<int64_t>(workers.size());
+  std::vector<std::thread> pool;
+  try {
+    for (int64_t t = 1; t < threads; ++t) pool.emplace_back(work, std::ref(*workers[t]));
+  } catch (...) {
+    for (auto missing = threads - 1 - static_cast<int64_t>(pool.size()); missing > 0; --missing)
+      sync.arrive_and_drop();
+  }
+  work(*workers[0]);
+  for (auto& thread : pool) thread.join();
+}
+
 // The decode path on `threads` threads: phase 1 hands out (slice, split) items
 // through an atomic counter, phase 2 (after a barrier) the slices' merges.
 // Returns false, having written nothing, when K or V holds a non-finite value.
@@ -876,15 +892,7 @@ bool RunDecode(const KernelArgs& a, int64_t threads) {
     for (int64_t s; (s = next_slice.fetch_add(1, std::memory_order_relaxed)) < slices;)
       worker.Merge(s, splits, partials);
   };
-  std::vector<std::thread> pool;
-  try {
-    for (int64_t t = 1; t < threads; ++t) pool.emplace_back(work, std::ref(*workers[t]));
-  } catch (...) {
-    for (auto missing = threads - 1 - static_cast<int64_t>(pool.size()); missing > 0; --missing)
-      sync.arrive_and_drop();
-  }
-  work(*workers[0]);
-  for (auto& thread : pool) thread.join();
+  RunOnThreads(workers, sync, work);
   return finite.load();
 }
 
@@ -939,16 +947,7 @@ bool RunAttention(const KernelArgs& a, int64_t threads) {
     }
   };
 
-  std::vector<std::thread> pool;
-  try {
-    for (int64_t t = 1; t < threads; ++t) pool.emplace_back(work, std::ref(*workers[t]));
-  } catch (...) {
-    // A thread that could not start leaves the barrier; the others do its share.
-    for (auto missing = threads - 1 - static_cast<int64_t>(pool.size()); missing > 0; --missing)
-      sync.arrive_and_drop();
-  }
-  work(*workers[0]);
-  for (auto& thread : pool) thread.join();
+  RunOnThreads(workers, sync, work);
   return true;
 }
 
