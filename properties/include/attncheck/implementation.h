@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -91,6 +92,12 @@ class Implementation {
   virtual void forward(const Problem& problem, std::span<const float> q,
                        std::span<const float> k, std::span<const float> v,
                        std::span<float> out, std::span<float> weights, int threads) = 0;
+
+  /// The compute time the implementation reported for its last forward()
+  /// call (plugins and exec children may report it, so that a benchmark can
+  /// leave out the isolation's copies and process start-up); empty when it
+  /// reported none.
+  virtual std::optional<double> last_compute_seconds() const { return std::nullopt; }
 };
 
 }  // namespace attncheck
