@@ -6,6 +6,7 @@
 #include <attn_plugin.h>
 #include <attncheck/implementation.h>
 #include <attncheck/problem.h>
+#include <attncheck/reference.h>
 #include <attncheck/verify.h>
 
 #include <cmath>
@@ -89,4 +90,23 @@ TEST_CASE("my attention satisfies every attncheck property") {
 TEST_CASE("the suite catches a planted bug: the scale left out") {
   MyAttention impl(/*forget_scale=*/true);
   CHECK_FALSE(attncheck::all_passed(attncheck::run_verify(impl, small_budget())));
+}
+
+// Built with -march=native (cmake/install.cmake) while the library is not: the
+// reference's tables must cross that boundary safely (plain storage, no Eigen
+// type whose alignment depends on the ISA flags).
+TEST_CASE("the reference's tables cross into a program built with other ISA flags") {
+  attncheck::Problem p;
+  p.shape = {1, 1, 3, 4, 2, 2};
+  p.causal = attncheck::Causal::top_left;
+  const std::vector<float> q{1, 0, 0, 1, 1, 1}, k{1, 0, 0, 1, 1, 1, -1, 0}, v{1, 2, 3, 4, 5, 6, 7, 8};
+  const auto t = attncheck::reference_tables<double>(p, q, k, v, 0, 0);
+  REQUIRE((t.A.rows() == 3 && t.A.cols() == 4 && t.O.rows() == 3 && t.O.cols() == 2));
+  for (int64_t i = 0; i < 3; ++i) {
+    double sum = 0;
+    for (double a : t.A.row(i)) sum += a;
+    CHECK(sum == Approx(1.0));
+  }
+  CHECK(t.A(0, 1) == 0.0);  // causal: row 0 reads key 0 only
+  CHECK(t.O(0, 0) == Approx(1.0));
 }

@@ -2,6 +2,9 @@
 // that instantiates them, so Eigen over multiprecision is compiled once.
 #pragma once
 
+#include <Eigen/Core>
+#include <algorithm>
+#include <boost/multiprecision/eigen.hpp>
 #include <cmath>
 #include <fmt/format.h>
 #include <limits>
@@ -33,10 +36,27 @@ inline void multiply_add(
   mpfr_add(acc.backend().data(), acc.backend().data(), product.backend().data(), MPFR_RNDN);
 }
 
+// The tables are computed in Eigen matrices over T and handed out as plain
+// RefMatrix storage (reference.h says why no Eigen type leaves the library).
+template <class T>
+using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+template <class T>
+struct SliceTables {
+  Matrix<T> Q, K, V, R, S, M, L, A, O;
+};
+
+template <class T>
+RefMatrix<T> to_table(const Matrix<T>& m) {
+  RefMatrix<T> t(m.rows(), m.cols());
+  std::copy(m.data(), m.data() + m.size(), t.data());
+  return t;
+}
+
 // A float converts exactly to every scalar type used here (through double).
 template <class T>
-RefMatrix<T> slice_matrix(std::span<const float> data, int64_t slice, int64_t rows, int64_t cols) {
-  RefMatrix<T> m(rows, cols);
+Matrix<T> slice_matrix(std::span<const float> data, int64_t slice, int64_t rows, int64_t cols) {
+  Matrix<T> m(rows, cols);
   const size_t base = static_cast<size_t>(slice * rows * cols);
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j)
@@ -54,7 +74,7 @@ T scale_in(const Problem& p) {
 
 // The tables of slice (b, h) of an already validated problem.
 template <class T>
-ReferenceTables<T> compute_slice(const Problem& p, std::span<const float> q,
+SliceTables<T> compute_slice(const Problem& p, std::span<const float> q,
                                  std::span<const float> k, std::span<const float> v, int64_t b,
                                  int64_t h) {
   using std::exp;
@@ -66,7 +86,7 @@ ReferenceTables<T> compute_slice(const Problem& p, std::span<const float> q,
   const T scale = scale_in<T>(p);
   const T tau(p.temperature);
 
-  ReferenceTables<T> t;
+  SliceTables<T> t;
   t.Q = slice_matrix<T>(q, slice, s.n_q, s.d_k);
   t.K = slice_matrix<T>(k, slice, s.n_k, s.d_k);
   t.V = slice_matrix<T>(v, slice, s.n_k, s.d_v);
@@ -142,7 +162,11 @@ ReferenceTables<T> reference_tables(const Problem& problem, std::span<const floa
   if (h < 0 || h >= problem.shape.heads)
     throw InvalidInput(
         fmt::format("head index {} is out of range [0, {})", h, problem.shape.heads));
-  return detail::compute_slice<T>(problem, q, k, v, b, h);
+  const detail::SliceTables<T> t = detail::compute_slice<T>(problem, q, k, v, b, h);
+  using detail::to_table;
+  return ReferenceTables<T>{to_table(t.Q), to_table(t.K), to_table(t.V),
+                            to_table(t.R), to_table(t.S), to_table(t.M),
+                            to_table(t.L), to_table(t.A), to_table(t.O)};
 }
 
 template <class T>
@@ -156,7 +180,7 @@ std::vector<T> reference_attention(const Problem& problem, std::span<const float
   std::vector<T> a(weights ? static_cast<size_t>(s.weights_size()) : 0);
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t h = 0; h < s.heads; ++h) {
-      const ReferenceTables<T> t = detail::compute_slice<T>(problem, q, k, v, b, h);
+      const detail::SliceTables<T> t = detail::compute_slice<T>(problem, q, k, v, b, h);
       const int64_t slice = b * s.heads + h;
       std::copy(t.O.data(), t.O.data() + t.O.size(),
                 out.begin() + static_cast<std::ptrdiff_t>(slice * s.n_q * s.d_v));

@@ -31,7 +31,10 @@ TEST_CASE("digits choose double, long double, mp50 or mp100") {
 
 TEST_CASE("a table has its label, shape, aligned columns and row sums") {
   RefMatrix<double> m(2, 2);
-  m << 0.25, 0.75, 1, -std::numeric_limits<double>::infinity();
+  m(0, 0) = 0.25;
+  m(0, 1) = 0.75;
+  m(1, 0) = 1;
+  m(1, 1) = -std::numeric_limits<double>::infinity();
   CHECK(format_table("A", m, 6, true) ==
         "A  [2x2]   (| row sum)\n"
         "  0.25  0.75  | 1\n"

@@ -6,10 +6,13 @@
 // The template bodies are compiled once per scalar type inside the library
 // (double, long double, mp50, mp100); the `extern template` lines below keep
 // every other target from recompiling Eigen over multiprecision.
+//
+// No Eigen type crosses this interface: Eigen's layout and allocator depend on
+// the compiler's ISA flags (a program built with -march=native aligns and frees
+// Eigen matrices differently from this library), so the tables are handed out
+// as plain row-major storage.
 #pragma once
 
-#include <Eigen/Core>
-#include <boost/multiprecision/eigen.hpp>
 #include <boost/multiprecision/mpfr.hpp>
 #include <cstdint>
 #include <span>
@@ -27,8 +30,30 @@ using mp50 = boost::multiprecision::number<boost::multiprecision::mpfr_float_bac
 using mp100 = boost::multiprecision::number<boost::multiprecision::mpfr_float_backend<100>,
                                             boost::multiprecision::et_off>;
 
+/// A rows×cols table of T in row-major order.
 template <class T>
-using RefMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+class RefMatrix {
+ public:
+  RefMatrix() = default;
+  RefMatrix(int64_t rows, int64_t cols)
+      : rows_(rows), cols_(cols), values_(static_cast<size_t>(rows * cols)) {}
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+  int64_t size() const { return rows_ * cols_; }
+  T& operator()(int64_t i, int64_t j) { return values_[index(i, j)]; }
+  const T& operator()(int64_t i, int64_t j) const { return values_[index(i, j)]; }
+  /// Row i as a contiguous span of cols() values.
+  std::span<const T> row(int64_t i) const {
+    return std::span<const T>(values_).subspan(index(i, 0), static_cast<size_t>(cols_));
+  }
+  const T* data() const { return values_.data(); }
+  T* data() { return values_.data(); }
+
+ private:
+  size_t index(int64_t i, int64_t j) const { return static_cast<size_t>(i * cols_ + j); }
+  int64_t rows_ = 0, cols_ = 0;
+  std::vector<T> values_;
+};
 
 /// The nine tables of one (batch, head) slice, as in the chapter:
 ///   Q n_q×d_k, K n_k×d_k, V n_k×d_v (the float inputs, converted exactly);
