@@ -1,17 +1,22 @@
 // attncheck run: the main job. Checks the reference against the chapter's
 // golden cases, verifies the fused path (and any --impl), benchmarks it against
 // its peers, and writes the report (report.json, report.md, report.html).
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "attncheck/bench.h"
 #include "attncheck/golden.h"
+#include "attncheck/pages.h"
 #include "attncheck/power.h"
 #include "attncheck/registry.h"
 #include "attncheck/report.h"
@@ -59,33 +64,121 @@ bool verify_one(const std::string& spec, const VerifyOptions& base, const std::s
   auto impl = make_implementation(spec);
   VerifyReport report;
   report.implementation = impl->name();
+  report.declared_name = impl->declared_name();
   report.precision = impl->precision();
   report.capabilities = impl->capabilities();
   report.options = base;
   const auto& properties = all_properties();
-  fmt::print("\nverifying {} ({}): {} properties, {} cases each, seed {}\n", impl->name(),
+  fmt::print("\nverifying {} ({}{}): {} properties, {} cases each, seed {}\n", impl->name(),
+             report.declared_name.empty() ? "" : fmt::format("\"{}\", ", report.declared_name),
              to_string(impl->precision()), properties.size(), base.cases, base.seed);
-  for (size_t i = 0; i < properties.size(); ++i) {
-    PropertyResult r = run_property(*impl, properties[i], base);
+  // run_verify, not one run_property per property: the properties of one run
+  // share what a hang taught (only the first shrinks a timeout).
+  VerifyOptions options = base;
+  size_t done = 0;
+  options.on_property = [&](const PropertyResult& r) {
     const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
     std::string counts;  // the cases the count leaves out
     if (r.inconclusive > 0) counts += fmt::format("  {} inconclusive", r.inconclusive);
     if (r.unsupported > 0 && r.status != Status::skipped)
       counts += fmt::format("{} {} declined (out of range)", counts.empty() ? " " : ",", r.unsupported);
-    fmt::print("  [{:>2}/{}] {:<28} {:<12} {:>5} cases  error/bound {:<9} ({:.0f} s elapsed){}\n", i + 1,
+    if (r.timed_out > 0) counts += fmt::format("{} {} timed out", counts.empty() ? " " : ",", r.timed_out);
+    fmt::print("  [{:>2}/{}] {:<28} {:<12} {:>5} cases  error/bound {:<9} ({:.0f} s elapsed){}\n", ++done,
                properties.size(), r.name, to_string(r.status), r.cases,
                r.worst_ratio ? fmt::format("{:.3g}", *r.worst_ratio) : "-", elapsed, counts);
     if (r.status != Status::passed && r.status != Status::skipped) {
       fmt::print("         {}\n", r.message);
-      if (!r.case_file.empty()) fmt::print("         case file: {}\n", r.case_file);
+      if (!r.case_file.empty())
+        fmt::print("         case file: {}\n         replay: {}\n", r.case_file,
+                   shell_command({"attncheck", "verify", "--impl", spec, "--replay", r.case_file}));
     }
     std::fflush(stdout);
-    report.properties.push_back(std::move(r));
-  }
+  };
+  report.properties = run_verify(*impl, options).properties;
   report.error_vs_n = error_versus_n(*impl, {16, 64, 256});
   fmt::print("  {}\n", summary_line(report));
   write_text(json_path, verify_json(report));
   return all_passed(report);
+}
+
+// Sends stdout and stderr (Google Benchmark's console table, its context and
+// its warnings) to a log file while it lives; terminal() still reaches the
+// terminal, for one progress line per benchmark.
+class ConsoleLog {
+ public:
+  ConsoleLog(const std::string& path, bool truncate) {
+    std::cout.flush();
+    std::cerr.flush();
+    std::fflush(nullptr);
+    fd_ = open(path.c_str(), O_WRONLY | O_CREAT | (truncate ? O_TRUNC : O_APPEND), 0644);
+    if (fd_ < 0) throw std::runtime_error(fmt::format("cannot write the benchmark log '{}'", path));
+    saved_out_ = dup(1);
+    saved_err_ = dup(2);
+    terminal_ = fdopen(dup(saved_out_), "w");
+    dup2(fd_, 1);
+    dup2(fd_, 2);
+  }
+  ~ConsoleLog() {
+    std::cout.flush();
+    std::cerr.flush();
+    std::fflush(nullptr);
+    dup2(saved_out_, 1);
+    dup2(saved_err_, 2);
+    close(saved_out_);
+    close(saved_err_);
+    close(fd_);
+    if (terminal_) std::fclose(terminal_);
+  }
+  ConsoleLog(const ConsoleLog&) = delete;
+  ConsoleLog& operator=(const ConsoleLog&) = delete;
+  FILE* terminal() const { return terminal_ ? terminal_ : stdout; }
+
+ private:
+  int fd_ = -1, saved_out_ = -1, saved_err_ = -1;
+  FILE* terminal_ = nullptr;
+};
+
+// Runs the benchmarks with one line per benchmark on the terminal (k of N,
+// elapsed, estimated time left) and Google Benchmark's whole console in `log`.
+void run_benchmarks_logged(BenchOptions options, const std::string& log, bool truncate) {
+  const auto start = Clock::now();
+  Clock::time_point first;  // when the first benchmark finished (the probes before it are not benchmarks)
+  size_t finished = 0, total = 0;
+  {
+    ConsoleLog console(log, truncate);
+    options.progress = false;
+    options.on_progress = [&](size_t done, size_t n, const std::string& name) {
+      const auto now = Clock::now();
+      if (done == 1) first = now;
+      const double elapsed = std::chrono::duration<double>(now - start).count();
+      const double per = done > 1 ? std::chrono::duration<double>(now - first).count() / static_cast<double>(done - 1)
+                                  : elapsed;
+      const double left = n > done ? per * static_cast<double>(n - done) : 0;
+      fmt::print(console.terminal(), "  [{:>3}/{}] {:<52} {:>5.0f} s elapsed, about {:.0f} s left\n", done, n, name,
+                 elapsed, left);
+      std::fflush(console.terminal());
+      finished = done;
+      total = n;
+    };
+    run_benchmarks(options);
+  }
+  fmt::print("  {} benchmarks in {:.0f} s{}; Google Benchmark's full console: {}\n", finished,
+             std::chrono::duration<double>(Clock::now() - start).count(),
+             finished < total ? fmt::format(" ({} of the {} registered reported no run)", total - finished, total) : "",
+             log);
+  // Debian builds the Google Benchmark library without NDEBUG, so its console
+  // warns about it; say once what that warning is about.
+  static bool explained = false;
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!explained && text.str().find("Library was built as DEBUG") != std::string::npos) {
+    explained = true;
+    fmt::print("  note: the log's \"***WARNING*** Library was built as DEBUG\" is about Debian's build of the Google "
+               "Benchmark library (its timing harness), not about attncheck: the code measured is attncheck's own, "
+               "built {}\n",
+               run_context(1)["flags"].get<std::string>());
+  }
 }
 
 std::string file_safe(std::string name) {
@@ -108,6 +201,7 @@ void run_main_job(const RunArgs& args) {
   verify.seed = args.seed ? *args.seed : std::random_device{}();
   verify.cases = args.quick ? 20 : 100;
   verify.failures_dir = (out / "failures").string();
+  verify.on_case_written = write_case_page_beside;  // report.html links each failure to its page
   std::vector<std::string> impls{"fused"};
   impls.insert(impls.end(), args.impls.begin(), args.impls.end());
   ReportInputs report_inputs;
@@ -140,13 +234,13 @@ void run_main_job(const RunArgs& args) {
     bench.min_time = 0.2;
   }
   bench.json_path = (work / "bench.json").string();
-  bench.progress = true;
-  run_benchmarks(bench);
+  const std::string bench_log = (out / "bench-console.log").string();
+  run_benchmarks_logged(bench, bench_log, /*truncate=*/true);
   report_inputs.bench_files.push_back(bench.json_path);
 
   // Decode shapes (a few query rows against a long KV cache, 8 heads, d = 128):
   // memory-bound, judged by bytes moved against the measured read bandwidth.
-  // Their own file: the report does not chart n_q × n_k shapes yet.
+  // Their own file; the report charts them against the read-bandwidth roof.
   fmt::print("\n-- decode shapes --\n");
   BenchOptions decode = bench;
   decode.impls = args.quick ? std::vector<std::string>{"fused"} : std::vector<std::string>{"fused", "naive-openblas"};
@@ -164,7 +258,8 @@ void run_main_job(const RunArgs& args) {
     decode.threads.push_back(std::thread::hardware_concurrency());
   decode.json_path = (work / "bench-decode.json").string();
   try {
-    run_benchmarks(decode);
+    run_benchmarks_logged(decode, bench_log, /*truncate=*/false);
+    report_inputs.bench_files.push_back(decode.json_path);
   } catch (const std::exception& e) {  // e.g. a third-party --impl without cross shapes
     fmt::print(stderr, "note: decode shapes: {} (the report does not use them; continuing)\n", e.what());
   }

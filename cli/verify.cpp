@@ -4,10 +4,12 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <random>
 
 #include "attncheck/builtin_implementations.h"
+#include "attncheck/pages.h"
 #include "attncheck/plugin.h"
 #include "attncheck/registry.h"
 #include "attncheck/power.h"
@@ -30,6 +32,9 @@ struct VerifyArgs {
   int threads = 1;
   bool power = false;  std::string power_json;  // --power: attncheck/power.h
   std::string max_bytes = kDefaultMaxBytes;
+  std::string shard;  // "I/N"; empty: the whole run
+  int case_chunks = 1;
+  double time_budget = 0, property_time_budget = 0;
 };
 
 std::string ratio_text(const PropertyResult& r) {
@@ -42,7 +47,7 @@ void print_header() {
              "error/bound", "time", "oracle");
 }
 
-void print_row(const PropertyResult& r) {
+void print_row(const PropertyResult& r, const std::string& impl) {
   fmt::print("{:<28} {:>6} {:>6} {:>6} {:>12} {:>12} {:>7.2f}s  {}\n", r.name, r.cases, r.inconclusive, r.unsupported,
              to_string(r.status), ratio_text(r), r.seconds,
              r.oracles.empty() ? "" : fmt::format("{}", fmt::join(r.oracles, "+")));
@@ -53,13 +58,24 @@ void print_row(const PropertyResult& r) {
     fmt::print("    declined as out of range (accepted): {} cases: {}\n", r.unsupported, r.unsupported_reason);
   for (const std::string& note : r.notes) fmt::print("    note: {}\n", note);
   if (r.status == Status::passed && !r.message.empty()) fmt::print("    {}\n", r.message);
+  if (!r.cut_short.empty())
+    fmt::print("    CUT SHORT ({}): not every case ran, so this is not a full pass\n", r.cut_short);
+  if (r.timed_out > 0) fmt::print("    {} call(s) timed out (each waited the whole per-call timeout)\n", r.timed_out);
   if (r.status == Status::inconclusive) fmt::print("    {}\n", r.message);
   if (r.status == Status::failed || r.status == Status::crashed || r.status == Status::timed_out) {
     fmt::print("    {}\n", r.message);
-    if (r.counterexample) fmt::print("    minimal case: {}\n", canonical_name(r.counterexample->problem));
+    if (r.counterexample) {
+      // input_validation sends a bad input made from the case: name what was sent.
+      const auto sent = r.counterexample->labels.find("sent");
+      if (sent != r.counterexample->labels.end())
+        fmt::print("    minimal case: {} (the bad input sent, made from the case in the case file)\n", sent->second);
+      else
+        fmt::print("    minimal case: {}\n", canonical_name(r.counterexample->problem));
+    }
     if (!r.case_file.empty())
-      fmt::print("    case file: {}  (replay: attncheck verify --impl {} --replay {})\n", r.case_file,
-                 r.counterexample ? r.counterexample->labels.at("implementation") : "?", r.case_file);
+      fmt::print("    case file: {}\n{}    replay: {}\n", r.case_file,
+                 std::filesystem::exists(case_page_path(r.case_file)) ? "    case page: " + case_page_path(r.case_file) + "\n" : "",
+                 shell_command({"attncheck", "verify", "--impl", impl, "--replay", r.case_file}));
   }
   std::fflush(stdout);
 }
@@ -83,6 +99,8 @@ void check_args(const VerifyArgs& a) {
       throw InvalidInput(fmt::format("option --property: unknown property '{}'; known: {}", name, known));
     }
   if (a.mutants && !a.replay.empty()) throw InvalidInput("options --mutants and --replay cannot be combined");
+  if (!a.shard.empty() && (a.mutants || !a.replay.empty()))
+    throw InvalidInput(fmt::format("option --shard cannot be combined with {}", a.mutants ? "--mutants" : "--replay"));
 }
 
 void run(const VerifyArgs& a) {
@@ -95,9 +113,10 @@ void run(const VerifyArgs& a) {
   }
   if (a.power) { run_power_command(a.power_json.empty() ? a.json : a.power_json, a.threads); return; }
   check_args(a);
+  VerifyOptions options;
+  if (!a.shard.empty()) parse_shard(a.shard, options);
   const int64_t max_bytes = parse_byte_count(a.max_bytes);  // generated cases: batch, heads <= 3, d <= 64
   check_memory_budget({3, 3, a.max_n, a.max_n, 64, 64}, true, kReferenceScoreBytes, max_bytes, "verify --max-n");
-  VerifyOptions options;
   options.seed = a.seed ? *a.seed : std::random_device{}();
   options.cases = a.cases;
   options.matrix_cases = a.matrix_cases;
@@ -105,6 +124,11 @@ void run(const VerifyArgs& a) {
   options.properties = a.properties;
   options.threads = a.threads;
   options.failures_dir = a.failures_dir;
+  options.on_case_written = write_case_page_beside;  // each failure's page beside its case file
+  options.case_chunks = a.case_chunks;
+  options.time_budget = a.time_budget;
+  options.property_time_budget = a.property_time_budget;
+  check_shard_options(options);
   const bool tty = isatty(fileno(stderr));
   if (tty)
     options.progress = [](const std::string& name, int done, int total, bool shrinking) {
@@ -116,6 +140,7 @@ void run(const VerifyArgs& a) {
 
   VerifyReport report;
   report.options = options;
+  report.options.on_property = nullptr;
   if (a.mutants) {
     fmt::print("hunting {} mutants with seed {}: every property against every mutant, {} cases per expected killer, "
                "{} per other property\n",
@@ -135,6 +160,7 @@ void run(const VerifyArgs& a) {
   } else {
     auto impl = make_implementation(a.impl);
     report.implementation = impl->name();
+    report.declared_name = impl->declared_name();
     report.precision = impl->precision();
     report.capabilities = impl->capabilities();
     if (!a.replay.empty()) {
@@ -144,21 +170,32 @@ void run(const VerifyArgs& a) {
       print_header();
       report.properties = replay_case(*impl, c, options);
       for (const PropertyResult& r : report.properties) {
-        print_row(r);
+        print_row(r, report.implementation);
         if (!r.tables.is_null() && r.tables.contains("reference")) fmt::print("{}", format_slice_comparison(r.tables));
       }
     } else {
-      fmt::print("verifying {} ({}) with seed {}, {} cases per property, max n {}\n", impl->name(),
-                 to_string(impl->precision()), options.seed, options.cases, options.max_n);
+      const std::string declared =
+          report.declared_name.empty() ? "" : fmt::format("\"{}\", ", report.declared_name);
+      fmt::print("verifying {} ({}{}) with seed {}, {} cases per property, max n {}{}{}{}\n", impl->name(), declared,
+                 to_string(impl->precision()), options.seed, options.cases, options.max_n,
+                 options.shard_count > 1 || options.case_chunks > 1
+                     ? fmt::format(", shard {}/{} of {} case chunk(s) per property", options.shard_index,
+                                   options.shard_count, options.case_chunks)
+                     : "",
+                 options.time_budget > 0 ? fmt::format(", time budget {:g} s", options.time_budget) : "",
+                 options.property_time_budget > 0
+                     ? fmt::format(", {:g} s per property", options.property_time_budget)
+                     : "");
       print_header();
-      for (const Property& p : all_properties()) {
-        if (!a.properties.empty() && std::find(a.properties.begin(), a.properties.end(), p.name) == a.properties.end())
-          continue;
-        report.properties.push_back(run_property(*impl, p, options));
+      options.on_property = [&](const PropertyResult& r) {
         clear_progress();
-        print_row(report.properties.back());
-      }
-      if (!a.json.empty()) report.error_vs_n = error_versus_n(*impl, {16, 64, 256});
+        print_row(r, report.implementation);
+      };
+      const VerifyReport run = run_verify(*impl, options);
+      report.properties = run.properties;
+      report.units = run.units;
+      // The error-vs-n chart is measured once per run: by shard 1.
+      if (!a.json.empty() && options.shard_index == 1) report.error_vs_n = error_versus_n(*impl, {16, 64, 256});
     }
     fmt::print("{}\n", summary_line(report));
   }
@@ -187,9 +224,24 @@ void add_verify_command(CLI::App& app) {
                 "run every property against every mutant (the kill matrix); each must be killed by a property "
                 "expected to kill it");
   cmd->add_option_function<int>("--timeout-ms", [](const int& ms) { set_default_timeout_ms(ms); },
-                                "per-call timeout of plugin: and exec: implementations (default 10000)");
+                                "per-call time limit of plugin: and exec: implementations for the largest cases; "
+                                "smaller cases get less, from a tenth of it (docs/protocol.md) (default 10000)");
   cmd->add_option("--threads", args->threads, "thread hint for the implementation (0: all)")->capture_default_str();
-  cmd->add_option("--failures-dir", args->failures_dir, "where shrunk failing cases are written")
+  cmd->add_option("--failures-dir", args->failures_dir,
+                  "where shrunk failing cases are written (default: ./attncheck-failures in the current directory)");
+  cmd->add_option("--shard", args->shard,
+                  "run only shard I of N (e.g. 2/3): the N shards together run exactly the unsharded run's cases; "
+                  "merge their --json files with `attncheck report --verify` (docs/ci.md)");
+  cmd->add_option("--case-chunks", args->case_chunks,
+                  "split each property's cases into this many chunks, the units --shard distributes (give every "
+                  "shard the same value)")
+      ->capture_default_str();
+  cmd->add_option("--time-budget", args->time_budget,
+                  "stop drawing cases once the run took this many seconds (0: no budget); properties cut short are "
+                  "named and the verdict is not a pass")
+      ->capture_default_str();
+  cmd->add_option("--property-time-budget", args->property_time_budget,
+                  "stop a property drawing cases once it took this many seconds (0: no budget)")
       ->capture_default_str();
   cmd->add_flag("--list", args->list, "list implementations and properties");
   cmd->add_flag("--power", args->power, "measure the bound's tightness (fused, naive-fp32) and the smallest relative error caught, n = 16 … 4096; JSON to --json or --power-json");

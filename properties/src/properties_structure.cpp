@@ -13,17 +13,28 @@
 
 namespace attncheck::props {
 
+// Where a non-finite output came from, which depends on the transport: exec:
+// children send every value, and a plugin's unwritten elements are a fault
+// of their own (left_output_unwritten) before this check.
+static std::string nonfinite_origin(const Implementation& impl, float x) {
+  const std::string name = impl.name();
+  if (name.rfind("exec:", 0) == 0) return "as sent in the child's reply";
+  if (name.rfind("plugin:", 0) == 0) return "as the plugin wrote it";
+  return std::isnan(x) ? "computed, or never written: outputs start as NaN" : "computed";
+}
+
 Outcome check_shape(Implementation& impl, const Case& c, int threads) {
   const bool w = impl.capabilities().weights;
   const Run r = run_implementation(impl, c, w, threads);
   const Shape& s = c.problem.shape;
   for (size_t i = 0; i < r.out.size(); ++i)
     if (!std::isfinite(r.out[i]))
-      return failed(fmt::format("O{} is {} (NaN means it was never written)",
-                                index_name(s, s.n_q, s.d_v, static_cast<int64_t>(i)), r.out[i]));
+      return failed(fmt::format("O{} is {} ({})", index_name(s, s.n_q, s.d_v, static_cast<int64_t>(i)),
+                                r.out[i], nonfinite_origin(impl, r.out[i])));
   for (size_t i = 0; i < r.weights.size(); ++i)
     if (!std::isfinite(r.weights[i]))
-      return failed(fmt::format("A{} is {}", index_name(s, s.n_q, s.n_k, static_cast<int64_t>(i)), r.weights[i]));
+      return failed(fmt::format("A{} is {} ({})", index_name(s, s.n_q, s.n_k, static_cast<int64_t>(i)),
+                                r.weights[i], nonfinite_origin(impl, r.weights[i])));
   return {};
 }
 
@@ -196,6 +207,12 @@ Outcome check_input_validation(Implementation& impl, const Case& c, int threads)
     }
     what = "an empty row under the reject policy";
   }
+  // A failure names the bad input that was sent, not only the case it was made from.
+  auto failed_sending = [&](const std::string& message) {
+    Outcome o = props::failed(message);
+    o.sent = fmt::format("{} on {}", what, canonical_name(bad.problem));
+    return o;
+  };
   // Guarded buffers pre-filled with a sentinel: nothing may be written.
   const Shape& bs = bad.problem.shape;
   const size_t out_size = static_cast<size_t>(std::max<int64_t>(0, bs.out_size()));
@@ -206,16 +223,16 @@ Outcome check_input_validation(Implementation& impl, const Case& c, int threads)
                  std::span<float>(weights.data(), w_size), threads);
   } catch (const InvalidInput&) {
     for (float x : out)
-      if (x != kGuardValue) return failed("rejected " + what + " but wrote to out first");
+      if (x != kGuardValue) return failed_sending("rejected " + what + " but wrote to out first");
     for (float x : weights)
-      if (x != kGuardValue) return failed("rejected " + what + " but wrote to weights first");
+      if (x != kGuardValue) return failed_sending("rejected " + what + " but wrote to weights first");
     return {};
   } catch (const ImplementationFault&) {
     throw;
   } catch (const std::exception& e) {
-    return failed(fmt::format("{} raised '{}' instead of InvalidInput", what, e.what()));
+    return failed_sending(fmt::format("{} raised '{}' instead of InvalidInput", what, e.what()));
   }
-  return failed("accepted bad input: " + what);
+  return failed_sending("accepted bad input: " + what);
 }
 
 }  // namespace attncheck::props

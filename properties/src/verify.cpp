@@ -4,6 +4,9 @@
 #include <rapidcheck.h>
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <string_view>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -133,15 +136,27 @@ void write_counterexample_file(PropertyResult& r, const std::string& implementat
   }
 }
 
+// Hands a written case file to options.on_case_written; its failure is noted, never fatal.
+void announce_case_file(PropertyResult& r, Implementation& impl, int64_t b, int64_t h, const VerifyOptions& options) {
+  if (!options.on_case_written || r.case_file.empty() || !r.counterexample || r.status == Status::timed_out) return;
+  try {
+    options.on_case_written(r.case_file, *r.counterexample, impl, b, h);
+  } catch (const std::exception& e) {
+    r.message += fmt::format(" (case page not written: {})", e.what());
+  }
+}
+
 void record_counterexample(PropertyResult& r, Implementation& impl, Case c, const Outcome& o,
                            const VerifyOptions& options) {
   c.labels["property"] = r.name;
   c.labels["seed"] = std::to_string(options.seed);
   c.labels["implementation"] = impl.name();
   c.labels["message"] = o.message;
+  if (!o.sent.empty()) c.labels["sent"] = o.sent;  // the bad input made from the case
   r.message = o.message;
   r.counterexample = c;
   write_counterexample_file(r, impl.name(), options.failures_dir);
+  announce_case_file(r, impl, o.slice_b, o.slice_h, options);
   if (r.status != Status::timed_out) {
     try {
       r.tables = compare_slice(impl, c, o.slice_b, o.slice_h);
@@ -231,10 +246,31 @@ bool all_mutants_killed_as_expected(const std::vector<MutantResult>& mutants) {
                      [](const MutantResult& m) { return m.verdict == MutantVerdict::killed_as_expected; });
 }
 
-PropertyResult run_property(Implementation& impl, const Property& property, const VerifyOptions& options) {
+namespace {
+
+// What the properties of one run share: its start (the run-wide time budget)
+// and whether a timeout was already shrunk (the others need not shrink theirs).
+struct RunState {
+  Clock::time_point start = Clock::now();
+  std::string shrank_timeout_in;  // the property that shrank a timeout; empty: none yet
+};
+
+// The sum of a case's sizes: a hang's shrinking accepts only smaller ones.
+int64_t shape_size(const Case& c) {
+  const Shape& s = c.problem.shape;
+  return s.batch + s.heads + s.n_q + s.n_k + s.d_k + s.d_v;
+}
+
+// Cases of chunk `chunk` of `chunks`: consecutive shares of `cases`, the first
+// ones one larger when they do not divide evenly.
+int chunk_cases(int cases, int chunks, int chunk) { return cases / chunks + (chunk < cases % chunks ? 1 : 0); }
+
+PropertyResult run_property_chunk(Implementation& impl, const Property& property, const VerifyOptions& options,
+                                  int chunk, RunState* run) {
   const auto start = Clock::now();
   PropertyResult r;
   r.name = property.name;
+  r.chunks = {chunk};
   const Capabilities caps = impl.capabilities();
   r.skipped_reason = property.skip_reason(caps, impl.precision());
   r.not_exercised = missing_capabilities(caps);
@@ -243,6 +279,7 @@ PropertyResult run_property(Implementation& impl, const Property& property, cons
     r.status = Status::skipped;
     return r;
   }
+  const int wanted = chunk_cases(options.cases, std::max(options.case_chunks, 1), chunk);
 
   CaseRequest request = property.request(caps);
   request.max_n = options.max_n;
@@ -252,34 +289,65 @@ PropertyResult run_property(Implementation& impl, const Property& property, cons
   load_rapidcheck_configuration_quietly();
 
   // Why the run stopped drawing cases before RapidCheck's own limits.
-  enum class Stop { none, timeout, discards, inconclusive, unsupported };
+  enum class Stop { none, timeout, discards, inconclusive, unsupported, budget };
   struct State {
     std::optional<Case> failing;  // the last failing case: after shrinking, the minimal one
     Outcome failing_outcome;
     std::optional<Status> fault;
-    Stop stop = Stop::none;  // after a timeout, further calls would only time out again
+    Stop stop = Stop::none;
     int discarded = 0, inconclusive = 0, unsupported = 0;
     std::string inconclusive_reason, unsupported_reason;
     std::vector<std::string> notes;
     int dropped_notes = 0;
     int shrink_steps = 0;
+    int timed_out = 0, timed_out_shrinking = 0;
+    std::string cut_short;
     std::optional<double> worst;
     std::set<std::string> oracles;
   } state;
   // Each budget is counted outside shrinking only; past it the run discards
   // every further case without evaluating it, until RapidCheck gives up.
-  const int64_t cases = std::max(options.cases, 0);
+  const int64_t cases = std::max(wanted, 0);
   auto over = [&](int count, int budget) { return count > budget * cases; };
+  // The time budgets: the reason the property must stop now, or empty.
+  auto time_spent = [&]() -> std::string {
+    if (options.property_time_budget > 0 && seconds_since(start) > options.property_time_budget)
+      return fmt::format("the per-property time budget of {:g} s was spent", options.property_time_budget);
+    if (run && options.time_budget > 0 && seconds_since(run->start) > options.time_budget)
+      return fmt::format("the run's time budget of {:g} s was spent", options.time_budget);
+    return "";
+  };
 
   auto body = [&] {
+    // A spent time budget ends the run at once: a failure before any value is
+    // generated has nothing to shrink (discarding would draw on to RapidCheck's
+    // discard limit). The result is read as cut short, not as a failure.
+    if (state.stop == Stop::budget) RC_FAIL("time budget spent");
     if (state.stop != Stop::none) RC_DISCARD("stopped");
+    if (std::string spent = time_spent(); !spent.empty()) {
+      state.cut_short = std::move(spent);
+      state.stop = Stop::budget;
+      RC_FAIL("time budget spent");
+    }
     const Case c = *gen;
     const bool shrinking = state.failing.has_value();
     // Shrinking stops after a budget of evaluations: the smallest failing case
     // found so far is kept (discarded candidates are never accepted).
     if (shrinking && ++state.shrink_steps > options.shrink_budget) RC_DISCARD("shrink budget spent");
+    // Each candidate of a hanging case that hangs too costs a whole per-call
+    // timeout: only smaller shapes are worth it (not other values or flags).
+    if (shrinking && state.fault == Status::timed_out && shape_size(c) >= shape_size(*state.failing))
+      RC_DISCARD("a hang shrinks by its shape");
     Verdict v = judge_case(property, impl, c, options.threads);
     const Outcome& o = v.outcome;
+    if (v.fault == Status::timed_out) {
+      // Every timeout cost a whole per-call timeout: count them, and bound how
+      // many shrinking may spend before the smallest hanging case is kept.
+      ++state.timed_out;
+      if (shrinking && ++state.timed_out_shrinking >= options.timed_out_shrink_steps) state.stop = Stop::timeout;
+      if (!shrinking && ((run && !run->shrank_timeout_in.empty()) || options.timed_out_shrink_steps <= 0))
+        state.stop = Stop::timeout;
+    }
     // A failure wins over the flags; of the flags, discard, then unsupported, then inconclusive.
     if (o.discard) {
       if (!shrinking && over(++state.discarded, kDiscardBudget)) state.stop = Stop::discards;
@@ -306,15 +374,14 @@ PropertyResult run_property(Implementation& impl, const Property& property, cons
     if (!o.ok) {
       state.failing = c;
       state.failing_outcome = o;
-      if (v.fault) state.fault = v.fault;
-      if (v.fault == Status::timed_out) state.stop = Stop::timeout;
+      state.fault = v.fault;  // the kind of the smallest failing case found so far
       RC_FAIL(o.message);
     }
   };
 
   rc::detail::TestParams params;
-  params.seed = options.seed ^ fnv1a(property.name);
-  params.maxSuccess = options.cases;
+  params.seed = options.seed ^ fnv1a(chunk == 0 ? property.name : fmt::format("{}#{}", property.name, chunk));
+  params.maxSuccess = wanted;
   params.maxSize = 100;
   params.disableShrinking = options.shrink_budget <= 0;
   // Above the sum of attncheck's own budgets, so that RapidCheck gives up only
@@ -323,7 +390,9 @@ PropertyResult run_property(Implementation& impl, const Property& property, cons
   rc::detail::TestMetadata metadata;
   metadata.id = property.name;
   metadata.description = property.sentence;
-  ProgressListener listener(options, property.name);
+  VerifyOptions chunk_options = options;
+  chunk_options.cases = wanted;
+  ProgressListener listener(chunk_options, property.name);
   const rc::detail::TestResult result =
       rc::detail::checkProperty(rc::detail::toProperty(body), metadata, params, listener);
 
@@ -332,6 +401,8 @@ PropertyResult run_property(Implementation& impl, const Property& property, cons
   r.unsupported = state.unsupported;
   r.inconclusive_reason = state.inconclusive_reason;
   r.unsupported_reason = state.unsupported_reason;
+  r.timed_out = state.timed_out;
+  r.cut_short = state.cut_short;
   r.notes = state.notes;
   if (state.dropped_notes > 0) r.notes.push_back(fmt::format("({} further distinct notes not kept)", state.dropped_notes));
   r.worst_ratio = property.has_bound ? state.worst : std::nullopt;
@@ -344,12 +415,24 @@ PropertyResult run_property(Implementation& impl, const Property& property, cons
     r.cases = success.numSuccess;
     r.status = r.cases > 0 ? Status::passed : Status::failed;
     if (r.cases == 0) r.message = "no case ran";
+  } else if (result.match(failure) && !state.failing && state.stop == Stop::budget) {
+    // Every case it ran passed, but not every case it should have run.
+    r.cases = failure.numSuccess;
+    r.status = r.cases > 0 ? Status::passed : Status::skipped;
+    if (r.cases == 0) r.skipped_reason = "not run: " + r.cut_short;
+    else r.message = fmt::format("cut short after {} of {} cases: {}", r.cases, wanted, r.cut_short);
   } else if (result.match(failure)) {
     r.cases = failure.numSuccess + 1;
     r.status = state.fault.value_or(Status::failed);
     if (state.failing) {
       if (state.failing_outcome.worst_ratio && property.has_bound) r.worst_ratio = state.failing_outcome.worst_ratio;
       record_counterexample(r, impl, *state.failing, state.failing_outcome, options);
+      if (r.status == Status::timed_out && run) {
+        if (run->shrank_timeout_in.empty() && state.timed_out_shrinking > 0) run->shrank_timeout_in = property.name;
+        else if (!run->shrank_timeout_in.empty() && run->shrank_timeout_in != property.name)
+          r.message += fmt::format(" (not shrunk: {} shrank this run's timeout)", run->shrank_timeout_in);
+      }
+      if (!r.cut_short.empty()) r.message += " (shrinking was cut short: " + r.cut_short + ")";
     } else {
       r.message = failure.description;
     }
@@ -357,7 +440,7 @@ PropertyResult run_property(Implementation& impl, const Property& property, cons
     r.cases = gave_up.numSuccess;
     if (state.stop == Stop::inconclusive) {
       r.status = Status::inconclusive;
-      r.message = fmt::format("only {} of {} cases could be judged: {} were inconclusive ({})", r.cases, options.cases,
+      r.message = fmt::format("only {} of {} cases could be judged: {} were inconclusive ({})", r.cases, wanted,
                               r.inconclusive, r.inconclusive_reason);
     } else if (state.stop == Stop::unsupported && r.cases == 0 && r.inconclusive == 0) {
       r.status = Status::skipped;
@@ -370,7 +453,7 @@ PropertyResult run_property(Implementation& impl, const Property& property, cons
     } else if (state.stop == Stop::unsupported) {
       // Every case it accepted passed; the counts say how few those were.
       r.status = Status::passed;
-      r.message = fmt::format("only {} of {} cases ran: {} were declined as out of range", r.cases, options.cases,
+      r.message = fmt::format("only {} of {} cases ran: {} were declined as out of range", r.cases, wanted,
                               r.unsupported);
     } else {
       r.status = Status::failed;
@@ -385,9 +468,95 @@ PropertyResult run_property(Implementation& impl, const Property& property, cons
   return r;
 }
 
+bool is_failure(Status s) { return s == Status::failed || s == Status::crashed || s == Status::timed_out; }
+
+}  // namespace
+
+PropertyResult run_property(Implementation& impl, const Property& property, const VerifyOptions& options) {
+  VerifyOptions whole = options;
+  whole.case_chunks = 1;
+  return run_property_chunk(impl, property, whole, 0, nullptr);
+}
+
+PropertyResult merge_chunks(const std::vector<PropertyResult>& chunks) {
+  if (chunks.empty()) throw std::logic_error("merge_chunks: no chunk");
+  if (chunks.size() == 1) return chunks.front();
+  PropertyResult r;
+  r.name = chunks.front().name;
+  r.not_exercised = chunks.front().not_exercised;
+  const PropertyResult* verdict = nullptr;  // the chunk whose verdict the property takes
+  for (Status s : {Status::failed, Status::inconclusive, Status::passed, Status::skipped})
+    for (const PropertyResult& c : chunks)
+      if (!verdict && (s == Status::failed ? is_failure(c.status) : c.status == s)) verdict = &c;
+  std::set<std::string> oracles;
+  int dropped = 0;
+  for (const PropertyResult& c : chunks) {
+    r.cases += c.cases;
+    r.discarded += c.discarded;
+    r.inconclusive += c.inconclusive;
+    r.unsupported += c.unsupported;
+    r.timed_out += c.timed_out;
+    r.seconds += c.seconds;
+    r.chunks.insert(r.chunks.end(), c.chunks.begin(), c.chunks.end());
+    if (r.inconclusive_reason.empty()) r.inconclusive_reason = c.inconclusive_reason;
+    if (r.unsupported_reason.empty()) r.unsupported_reason = c.unsupported_reason;
+    if (r.cut_short.empty()) r.cut_short = c.cut_short;
+    add_notes(r.notes, dropped, c.notes);
+    oracles.insert(c.oracles.begin(), c.oracles.end());
+    if (c.worst_ratio && (!r.worst_ratio || *c.worst_ratio > *r.worst_ratio)) r.worst_ratio = c.worst_ratio;
+  }
+  if (dropped > 0) r.notes.push_back(fmt::format("({} further distinct notes not kept)", dropped));
+  r.oracles.assign(oracles.begin(), oracles.end());
+  r.status = verdict->status;
+  r.message = verdict->message;
+  if (r.status == Status::skipped) r.skipped_reason = verdict->skipped_reason;
+  if (is_failure(r.status)) {
+    r.worst_ratio = verdict->worst_ratio;
+    r.counterexample = verdict->counterexample;
+    r.case_file = verdict->case_file;
+    r.tables = verdict->tables;
+  }
+  return r;
+}
+
+void parse_shard(const std::string& text, VerifyOptions& options) {
+  int index = 0, count = 0;
+  const char* end = text.data() + text.size();
+  const auto slash = text.find('/');
+  bool ok = slash != std::string::npos && slash > 0;
+  if (ok) {
+    const auto [p1, e1] = std::from_chars(text.data(), text.data() + slash, index);
+    const auto [p2, e2] = std::from_chars(text.data() + slash + 1, end, count);
+    ok = e1 == std::errc() && p1 == text.data() + slash && e2 == std::errc() && p2 == end && slash + 1 < text.size();
+  }
+  if (!ok)
+    throw InvalidInput(fmt::format("option --shard: '{}' is not a shard spec; give I/N, e.g. 2/3 (shard 2 of 3)", text));
+  if (count < 1) throw InvalidInput(fmt::format("option --shard: '{}' has {} shards; N must be at least 1", text, count));
+  if (index < 1 || index > count)
+    throw InvalidInput(fmt::format("option --shard: '{}': shard I must be from 1 to N = {}", text, count));
+  options.shard_index = index;
+  options.shard_count = count;
+}
+
+void check_shard_options(const VerifyOptions& o) {
+  if (o.shard_count < 1 || o.shard_index < 1 || o.shard_index > o.shard_count)
+    throw InvalidInput(fmt::format("option --shard: {}/{}: shard I must be from 1 to N, N at least 1", o.shard_index,
+                                   o.shard_count));
+  if (o.case_chunks < 1 || o.case_chunks > o.cases)
+    throw InvalidInput(fmt::format("option --case-chunks is {}; it must be from 1 to --cases ({})", o.case_chunks,
+                                   o.cases));
+  if (!(o.time_budget >= 0) || !std::isfinite(o.time_budget))
+    throw InvalidInput(fmt::format("option --time-budget is {}; it must be a number of seconds >= 0", o.time_budget));
+  if (!(o.property_time_budget >= 0) || !std::isfinite(o.property_time_budget))
+    throw InvalidInput(fmt::format("option --property-time-budget is {}; it must be a number of seconds >= 0",
+                                   o.property_time_budget));
+}
+
 VerifyReport run_verify(Implementation& impl, const VerifyOptions& options) {
+  check_shard_options(options);
   VerifyReport report;
   report.implementation = impl.name();
+  report.declared_name = impl.declared_name();
   report.precision = impl.precision();
   report.capabilities = impl.capabilities();
   report.options = options;
@@ -397,13 +566,40 @@ VerifyReport run_verify(Implementation& impl, const VerifyOptions& options) {
       for (const Property& p : all_properties()) known += (known.empty() ? "" : ", ") + p.name;
       throw InvalidInput(fmt::format("option --property: unknown property '{}'; known: {}", name, known));
     }
+  RunState run;
+  int unit = 0;  // work units (property, chunk) in property order, then chunk order
   for (const Property& p : all_properties()) {
     if (!options.properties.empty() &&
         std::find(options.properties.begin(), options.properties.end(), p.name) == options.properties.end())
       continue;
-    report.properties.push_back(run_property(impl, p, options));
+    std::vector<PropertyResult> chunks;
+    for (int chunk = 0; chunk < options.case_chunks; ++chunk, ++unit)
+      if (unit % options.shard_count + 1 == options.shard_index)
+        chunks.push_back(run_property_chunk(impl, p, options, chunk, &run));
+    if (chunks.empty()) continue;
+    if (options.shard_count > 1) report.units.insert(report.units.end(), chunks.begin(), chunks.end());
+    report.properties.push_back(merge_chunks(chunks));
+    if (options.on_property) options.on_property(report.properties.back());
   }
   return report;
+}
+
+std::string shell_command(const std::vector<std::string>& words) {
+  std::string line;
+  for (const std::string& w : words) {
+    if (!line.empty()) line += ' ';
+    const bool plain = !w.empty() && std::all_of(w.begin(), w.end(), [](unsigned char ch) {
+      return std::isalnum(ch) || std::string_view("_@%+=:,./-").find(static_cast<char>(ch)) != std::string_view::npos;
+    });
+    if (plain) {
+      line += w;
+      continue;
+    }
+    line += '\'';
+    for (char ch : w) line += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    line += '\'';
+  }
+  return line;
 }
 
 std::vector<PropertyResult> replay_case(Implementation& impl, const Case& c, const VerifyOptions& options) {
@@ -449,6 +645,7 @@ std::vector<PropertyResult> replay_case(Implementation& impl, const Case& c, con
       r.status = v.fault.value_or(Status::failed);
       r.message = v.outcome.message;
       r.counterexample = c;
+      if (!v.outcome.sent.empty()) r.counterexample->labels["sent"] = v.outcome.sent;
       if (r.status != Status::timed_out) {
         try {
           r.tables = compare_slice(impl, c, v.outcome.slice_b, v.outcome.slice_h);
@@ -521,11 +718,17 @@ std::vector<MutantResult> hunt_mutants(std::vector<std::unique_ptr<Implementatio
       again.progress = o.progress;
       PropertyResult shrunk = run_property(*mutant, *shown_property, again);
       if (is_kill(shrunk)) shown = std::move(shrunk);
-      else write_counterexample_file(*shown, m.name, options.failures_dir);
+      else {
+        write_counterexample_file(*shown, m.name, options.failures_dir);
+        const nlohmann::json& slice = shown->tables.is_object() ? shown->tables.value("slice", nlohmann::json()) : nlohmann::json();
+        announce_case_file(*shown, *mutant, slice.is_array() ? slice[0].get<int64_t>() : 0,
+                           slice.is_array() ? slice[1].get<int64_t>() : 0, options);
+      }
       m.killed_by = shown->name;
       m.message = shown->message;
       m.case_file = shown->case_file;
-      m.case_name = canonical_name(shown->counterexample->problem);
+      const auto& labels = shown->counterexample->labels;  // input_validation: the bad input sent
+      m.case_name = labels.count("sent") ? labels.at("sent") : canonical_name(shown->counterexample->problem);
     }
     results.push_back(std::move(m));
   }

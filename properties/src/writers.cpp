@@ -1,6 +1,7 @@
 // verify JSON (docs/verify-json.md) and JUnit XML.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -75,6 +76,12 @@ int count(const VerifyReport& r, Status s) {
   return n;
 }
 
+int cut_short_count(const VerifyReport& r) {
+  int n = 0;
+  for (const auto& p : r.properties) n += !p.cut_short.empty();
+  return n;
+}
+
 }  // namespace
 
 json run_context(int threads) {
@@ -108,14 +115,31 @@ std::string verify_json(const VerifyReport& report) {
   j["json_schema_version"] = kVerifyJsonSchemaVersion;
   j["tool"] = "attncheck verify";
   j["implementation"] = {{"name", report.implementation},
+                         {"declared_name", report.declared_name.empty() ? json(nullptr) : json(report.declared_name)},
                          {"precision", to_string(report.precision)},
                          {"capabilities", capabilities_json(report.capabilities)}};
   j["seed"] = report.options.seed;
   j["cases_per_property"] = report.options.cases;
   j["max_n"] = report.options.max_n;
+  {
+    // Which work units this file holds (docs/ci.md): `attncheck report` merges
+    // the shards of one run and checks that they fit together.
+    const VerifyOptions& o = report.options;
+    json selected = json::array();
+    for (const Property& p : all_properties())
+      if (o.properties.empty() || std::find(o.properties.begin(), o.properties.end(), p.name) != o.properties.end())
+        selected.push_back(p.name);
+    j["shard"] = {{"index", o.shard_index}, {"count", o.shard_count}, {"case_chunks", o.case_chunks},
+                  {"properties", selected}};
+  }
+  j["time_budget_seconds"] = report.options.time_budget > 0 ? json(report.options.time_budget) : json(nullptr);
+  j["property_time_budget_seconds"] =
+      report.options.property_time_budget > 0 ? json(report.options.property_time_budget) : json(nullptr);
   j["context"] = run_context(report.options.threads);
   json props = json::array();
-  for (const PropertyResult& p : report.properties) {
+  // A shard writes one entry per work unit, so that merging the shards is
+  // merging the units of each property in chunk order, as one run does.
+  for (const PropertyResult& p : report.options.shard_count > 1 ? report.units : report.properties) {
     json e;
     e["name"] = p.name;
     e["status"] = to_string(p.status);
@@ -134,6 +158,9 @@ std::string verify_json(const VerifyReport& report) {
     if (p.oracles.size() > 1) e["oracles"] = p.oracles;
     if (p.status == Status::skipped) e["skipped_reason"] = p.skipped_reason;
     e["not_exercised"] = p.not_exercised;
+    e["timed_out_calls"] = p.timed_out;
+    e["cut_short"] = p.cut_short.empty() ? json(nullptr) : json(p.cut_short);
+    e["chunks"] = p.chunks.empty() ? json::array({0}) : json(p.chunks);
     if (!p.message.empty() && (p.status == Status::passed || p.status == Status::inconclusive)) e["message"] = p.message;
     if (p.status == Status::failed || p.status == Status::crashed || p.status == Status::timed_out) {
       json ce;
@@ -141,6 +168,7 @@ std::string verify_json(const VerifyReport& report) {
       ce["seed"] = report.options.seed;
       ce["case_file"] = p.case_file.empty() ? json(nullptr) : json(p.case_file);
       ce["case"] = p.counterexample ? json::parse(case_to_json(*p.counterexample)) : json(nullptr);
+      if (p.counterexample && p.counterexample->labels.count("sent")) ce["sent"] = p.counterexample->labels.at("sent");
       ce["tables"] = p.tables.is_null() ? json(nullptr) : p.tables;
       e["counterexample"] = ce;
     }
@@ -172,6 +200,7 @@ std::string verify_json(const VerifyReport& report) {
                   {"crashed", count(report, Status::crashed)},
                   {"timed_out", count(report, Status::timed_out)},
                   {"inconclusive", count(report, Status::inconclusive)}};
+  j["cut_short"] = cut_short_count(report);  // properties a time budget cut short: not a full pass
   return j.dump(2) + "\n";
 }
 
@@ -182,7 +211,7 @@ std::string verify_junit(const VerifyReport& report) {
   // INCONCLUSIVE, or passed with inconclusive cases (they are never a pass).
   auto junit_skipped = [](const PropertyResult& p) {
     return p.status == Status::skipped || p.status == Status::inconclusive ||
-           (p.status == Status::passed && p.inconclusive > 0);
+           (p.status == Status::passed && (p.inconclusive > 0 || !p.cut_short.empty()));
   };
   int skipped = 0;
   for (const auto& p : report.properties) skipped += junit_skipped(p);
@@ -200,14 +229,18 @@ std::string verify_junit(const VerifyReport& report) {
   for (const PropertyResult& p : report.properties) {
     x += fmt::format("    <testcase classname=\"attncheck.verify.{}\" name=\"{}\" time=\"{:.3f}\"",
                      xml_escape(report.implementation), xml_escape(p.name), p.seconds);
-    const std::string detail = fmt::format("seed {}{}", report.options.seed,
-                                           p.case_file.empty() ? "" : "; case file " + p.case_file +
-                                                                          "; replay with attncheck verify --replay " +
-                                                                          p.case_file);
+    const std::string detail = fmt::format(
+        "seed {}{}", report.options.seed,
+        p.case_file.empty() ? ""
+                            : "; case file " + p.case_file + "; replay with " +
+                                  shell_command({"attncheck", "verify", "--impl", report.implementation, "--replay",
+                                                 p.case_file}));
     std::string body;
     switch (p.status) {
       case Status::passed:
-        if (p.inconclusive > 0)
+        if (!p.cut_short.empty())
+          body = fmt::format("      <skipped message=\"{}\"/>\n", xml_escape("cut short, not a full pass: " + p.message));
+        else if (p.inconclusive > 0)
           body = fmt::format("      <skipped message=\"{}\"/>\n",
                              xml_escape(fmt::format("passed {} cases; {}", p.cases, inconclusive_text(p))));
         break;
@@ -253,12 +286,17 @@ std::string summary_line(const VerifyReport& report) {
     line += fmt::format(" ({} passed with more than {:.0f} % of cases inconclusive)", flagged, 100 * kInconclusiveFlagFraction);
   if (passed == 0 && failed == 0 && inconclusive == 0 && report.mutants.empty())
     line += "; nothing was checked, which is not a pass";
+  if (const int cut = cut_short_count(report))
+    line += fmt::format("; {} propert{} cut short by the time budget, so this is not a full pass", cut,
+                        cut == 1 ? "y was" : "ies were");
   return line;
 }
 
 bool all_passed(const VerifyReport& report) {
   // A run in which no property passed (all skipped, or none selected) checked nothing.
   if (report.mutants.empty() && count(report, Status::passed) == 0) return false;
+  // A property a time budget cut short did not run every case it should have.
+  if (cut_short_count(report) > 0) return false;
   for (const auto& p : report.properties)
     if (p.status != Status::passed && p.status != Status::skipped) return false;
   // INCONCLUSIVE is not a pass (the loop above), nor an escaped mutant or one

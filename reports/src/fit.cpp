@@ -69,11 +69,12 @@ bool is_failure(const std::string& status) {
 
 std::string verdict_for(const Model& model, const std::string& implementation) {
   int passed = 0, skipped = 0, total = 0, mutants = 0;
-  std::vector<std::string> failed, inconclusive, bad_mutants;
+  std::vector<std::string> failed, inconclusive, bad_mutants, cut_short;
   for (const VerifyRun& v : model.verifies) {
     if (v.implementation != implementation) continue;
     for (const auto& p : v.doc["properties"]) {
       ++total;
+      if (p.contains("cut_short") && p["cut_short"].is_string()) cut_short.push_back(p["name"].get<std::string>());
       const std::string status = p["status"].get<std::string>();
       if (status == "PASSED") ++passed;
       else if (status == "SKIPPED") ++skipped;
@@ -104,6 +105,13 @@ std::string verdict_for(const Model& model, const std::string& implementation) {
   if (!inconclusive.empty())
     return fmt::format("INCONCLUSIVE: {} of {} properties ({})", inconclusive.size(), total, fmt::join(inconclusive, ", "));
   if (total == 0) return fmt::format("PASS: {} mutants killed as expected", mutants);
+  // As `attncheck verify` judges it: a run that checked nothing, or that a time
+  // budget cut short, is not a pass.
+  if (passed == 0 && mutants == 0)
+    return fmt::format("NOT VERIFIED: 0 passed, {} skipped (nothing was checked)", skipped);
+  if (!cut_short.empty())
+    return fmt::format("NOT VERIFIED: {} passed{}; cut short by the time budget: {}", passed,
+                       skipped > 0 ? fmt::format(", {} skipped", skipped) : "", fmt::join(cut_short, ", "));
   return skipped > 0 ? fmt::format("PASS: {} passed, {} skipped", passed, skipped)
                      : fmt::format("PASS: {} passed", passed);
 }

@@ -80,7 +80,7 @@ struct NameFields {
 /// The implementation is everything before the first problem field, so a
 /// name such as plugin:/opt/lib/attn.so/n:64/... keeps its path.
 NameFields split_name(const std::string& name) {
-  static const std::set<std::string> problem_keys = {"n", "d", "mask", "threads", "batch", "heads"};
+  static const std::set<std::string> problem_keys = {"n", "n_q", "n_k", "d", "mask", "threads", "batch", "heads"};
   NameFields out;
   std::stringstream in(name);
   std::string part;
@@ -144,6 +144,9 @@ void load_bench_file(const std::string& file, Model& model) {
     run.load_average = c["load_avg"][0].get<double>();
   run.num_cpus = static_cast<int>(number_or_string(c, "num_cpus").value_or(0));
   run.peak_gflops = number_or_string(c, "peak_fma_gflops");
+  run.bandwidth_1 = number_or_string(c, "read_bandwidth_gbps_1_thread");
+  run.bandwidth_all = number_or_string(c, "read_bandwidth_gbps_all_threads");
+  run.bandwidth_threads = static_cast<int>(number_or_string(c, "read_bandwidth_threads").value_or(0));
   const size_t run_index = model.runs.size();
 
   // Collect per run name: the iteration rows and the median aggregate.
@@ -203,14 +206,21 @@ void load_bench_file(const std::string& file, Model& model) {
     const Rows& rows = by_run[run_name];
     const NameFields fields = split_name(run_name);
     const auto n = integer_field(fields, "n");
-    if (!n) {
+    // A cross shape (decode, n_q != n_k) names n_q and n_k instead of n.
+    const auto n_q = integer_field(fields, "n_q"), n_k = integer_field(fields, "n_k");
+    const bool cross = !n && n_q && n_k;
+    if (!n && !cross) {
       model.ignored_benchmarks.push_back(run_name);
       continue;
     }
-    if (*n <= 0) fail(file, fmt::format("benchmark '{}': n must be positive", run_name));
+    if (n && *n <= 0) fail(file, fmt::format("benchmark '{}': n must be positive", run_name));
+    if (cross && (*n_q <= 0 || *n_k <= 0))
+      fail(file, fmt::format("benchmark '{}': n_q and n_k must be positive", run_name));
     Measurement m;
     m.implementation = fields.implementation;
-    m.n = *n;
+    m.n = n.value_or(0);
+    m.n_q = n_q.value_or(m.n);
+    m.n_k = n_k.value_or(m.n);
     m.d = integer_field(fields, "d").value_or(0);
     m.mask = fields.fields.count("mask") ? fields.fields.at("mask") : "none";
     m.benchmark = run_name;
@@ -243,11 +253,22 @@ void load_bench_file(const std::string& file, Model& model) {
     if (const auto flops = number_or_string(*source, "flops")) m.gflops = *flops / 1e9;
     else if (const auto gflops = number_or_string(*source, "gflops")) m.gflops = *gflops;
     m.peak_fraction = number_or_string(*source, "peak_fraction");
+    if (const auto bytes = number_or_string(*source, "bytes")) m.gbytes_per_s = *bytes / 1e9;
+    m.compute_s = number_or_string(*source, "compute_seconds");
     // peak_fma_gflops is per core, as attncheck bench measures it.
     if (!m.peak_fraction && m.gflops && run.peak_gflops && *run.peak_gflops > 0)
       m.peak_fraction = *m.gflops / (*run.peak_gflops * m.threads);
     run.repetitions = std::max(run.repetitions, m.repetitions);
 
+    if (cross) {
+      for (const Measurement& other : model.cross)
+        if (other.implementation == m.implementation && other.n_q == m.n_q && other.n_k == m.n_k &&
+            other.d == m.d && other.mask == m.mask && other.threads == m.threads)
+          fail(file, fmt::format("benchmark '{}' duplicates '{}' from {} (same implementation and problem)",
+                                 run_name, other.benchmark, model.runs.size() > other.run ? model.runs[other.run].file : file));
+      model.cross.push_back(m);
+      continue;
+    }
     // Attach to the series of this implementation and configuration.
     const Config config{m.d, m.mask, m.threads};
     auto it = std::find_if(model.series.begin(), model.series.end(), [&](const Series& s) {
@@ -298,6 +319,7 @@ void load_verify_file(const std::string& file, Model& model) {
   run.file = file;
   run.implementation = require(file, impl, "name", json::value_t::string, "a string", "implementation").get<std::string>();
   run.precision = string_or(impl, "precision");
+  run.declared_name = string_or(impl, "declared_name");
   run.schema_version = static_cast<int>(schema);
   const json& properties = require(file, doc, "properties", json::value_t::array, "an array");
   for (size_t i = 0; i < properties.size(); ++i) {
@@ -340,6 +362,254 @@ void load_verify_file(const std::string& file, Model& model) {
   }
   run.doc = doc;
   model.verifies.push_back(std::move(run));
+}
+
+// ---- Merging the shards of one verify run (`attncheck verify --shard I/N`, docs/ci.md).
+
+struct ShardInfo {
+  int index = 1, count = 1, case_chunks = 1;
+  std::vector<std::string> properties;
+};
+
+ShardInfo shard_info(const VerifyRun& run) {
+  ShardInfo info;
+  const auto it = run.doc.find("shard");
+  if (it == run.doc.end() || it->is_null()) return info;
+  if (!it->is_object()) fail(run.file, "field 'shard' must be an object");
+  auto integer = [&](const char* key) {
+    const auto f = it->find(key);
+    if (f == it->end() || !f->is_number_integer())
+      fail(run.file, fmt::format("shard: field '{}' must be an integer", key));
+    return f->get<int>();
+  };
+  info.index = integer("index");
+  info.count = integer("count");
+  info.case_chunks = integer("case_chunks");
+  if (info.count < 1 || info.index < 1 || info.index > info.count || info.case_chunks < 1)
+    fail(run.file, fmt::format("shard: index {} of count {} with {} case chunks is not a shard (1 <= index <= count, "
+                               "case_chunks >= 1)", info.index, info.count, info.case_chunks));
+  const auto props = it->find("properties");
+  if (props == it->end() || !props->is_array()) fail(run.file, "shard: field 'properties' must be an array");
+  for (const json& p : *props) {
+    if (!p.is_string()) fail(run.file, "shard: field 'properties' must hold strings");
+    info.properties.push_back(p.get<std::string>());
+  }
+  return info;
+}
+
+// The chunks of each property shard `index` of `count` runs: units (property,
+// chunk) in property order then chunk order, unit u to shard u mod count + 1.
+std::map<std::string, std::vector<int>> shard_units(const ShardInfo& info, int index) {
+  std::map<std::string, std::vector<int>> units;
+  int unit = 0;
+  for (const std::string& p : info.properties)
+    for (int chunk = 0; chunk < info.case_chunks; ++chunk, ++unit)
+      if (unit % info.count + 1 == index) units[p].push_back(chunk);
+  return units;
+}
+
+bool is_failure_status(const std::string& s) { return s == "FAILED" || s == "CRASHED" || s == "TIMED_OUT"; }
+
+// One property from its units in chunk order, by the rule of attncheck's
+// merge_chunks (properties/src/verify.cpp): counts add up, the first failing
+// unit gives the verdict, else the first INCONCLUSIVE, PASSED, SKIPPED one.
+json merge_units(const std::vector<const json*>& units) {
+  const json* verdict = nullptr;
+  for (const char* want : {"FAIL", "INCONCLUSIVE", "PASSED", "SKIPPED"})
+    for (const json* u : units) {
+      const std::string status = u->value("status", std::string());
+      if (!verdict && (std::string(want) == "FAIL" ? is_failure_status(status) : status == want)) verdict = u;
+    }
+  if (!verdict) verdict = units.front();
+  json e = *verdict;
+  auto sum = [&](const char* key) {
+    double total = 0;
+    bool integral = true;
+    for (const json* u : units)
+      if (u->contains(key) && (*u)[key].is_number()) {
+        total += (*u)[key].get<double>();
+        integral = integral && (*u)[key].is_number_integer();
+      }
+    if (units.front()->contains(key)) e[key] = integral ? json(static_cast<int64_t>(total)) : json(total);
+  };
+  for (const char* key : {"cases", "discarded", "inconclusive", "unsupported", "timed_out_calls", "seconds"}) sum(key);
+  auto first_text = [&](const char* key) {
+    for (const json* u : units)
+      if (u->contains(key) && (*u)[key].is_string() && !(*u)[key].get<std::string>().empty()) return (*u)[key];
+    return json(nullptr);
+  };
+  const int64_t cases = e.value("cases", int64_t{0}), inconclusive = e.value("inconclusive", int64_t{0});
+  if (e.contains("inconclusive_reason")) e["inconclusive_reason"] = inconclusive > 0 ? first_text("inconclusive_reason") : json(nullptr);
+  if (e.contains("unsupported_reason"))
+    e["unsupported_reason"] = e.value("unsupported", int64_t{0}) > 0 ? first_text("unsupported_reason") : json(nullptr);
+  if (e.contains("cut_short")) e["cut_short"] = first_text("cut_short");
+  if (e.contains("inconclusive_flagged"))
+    e["inconclusive_flagged"] = inconclusive > 0 && static_cast<double>(inconclusive) > 0.2 * static_cast<double>(cases + inconclusive);
+  // Notes: distinct, in order, at most 20 (then a count of the others).
+  json notes = json::array();
+  int dropped = 0;
+  for (const json* u : units)
+    if (u->contains("notes") && (*u)["notes"].is_array())
+      for (const json& n : (*u)["notes"]) {
+        if (std::find(notes.begin(), notes.end(), n) != notes.end()) continue;
+        if (notes.size() < 20) notes.push_back(n);
+        else ++dropped;
+      }
+  if (dropped > 0) notes.push_back(fmt::format("({} further distinct notes not kept)", dropped));
+  if (e.contains("notes")) e["notes"] = notes;
+  std::set<std::string> oracles;
+  for (const json* u : units) {
+    if (u->contains("oracles") && (*u)["oracles"].is_array())
+      for (const json& o : (*u)["oracles"])
+        if (o.is_string()) oracles.insert(o.get<std::string>());
+    if (u->contains("oracle") && (*u)["oracle"].is_string()) oracles.insert((*u)["oracle"].get<std::string>());
+  }
+  e.erase("oracles");
+  if (e.contains("oracle")) e["oracle"] = oracles.empty() ? json(nullptr) : json(*oracles.rbegin());
+  if (oracles.size() > 1) e["oracles"] = std::vector<std::string>(oracles.begin(), oracles.end());
+  if (!is_failure_status(e.value("status", std::string())) && e.contains("worst_error_over_bound")) {
+    json worst = nullptr;
+    for (const json* u : units)
+      if (u->contains("worst_error_over_bound") && (*u)["worst_error_over_bound"].is_number() &&
+          (worst.is_null() || (*u)["worst_error_over_bound"].get<double>() > worst.get<double>()))
+        worst = (*u)["worst_error_over_bound"];
+    e["worst_error_over_bound"] = worst;
+  }
+  json chunks = json::array();
+  for (const json* u : units)
+    if (u->contains("chunks") && (*u)["chunks"].is_array())
+      for (const json& c : (*u)["chunks"]) chunks.push_back(c);
+  e["chunks"] = chunks;
+  return e;
+}
+
+std::string shard_name(const VerifyRun& run, const ShardInfo& info) {
+  return fmt::format("shard {}/{} ({})", info.index, info.count, run.file);
+}
+
+// Checks that the shards of one implementation fit together and merges them
+// into one run, as the unsharded run would have written it.
+VerifyRun merge_shards(std::vector<std::pair<VerifyRun, ShardInfo>> shards) {
+  std::sort(shards.begin(), shards.end(), [](const auto& a, const auto& b) { return a.second.index < b.second.index; });
+  const auto& [first, first_info] = shards.front();
+  const std::string impl = first.implementation;
+  // Every setting that decides which cases run must agree.
+  auto same = [&](const VerifyRun& run, const ShardInfo& info, const std::string& what, const json& mine, const json& theirs) {
+    if (mine != theirs)
+      fail(run.file, fmt::format("shard {}/{} of {} has {} {}, but {} has {}: shards of one run must agree (run every "
+                                 "shard with the same options)",
+                                 info.index, info.count, impl, what, mine.dump(), shard_name(first, first_info), theirs.dump()));
+  };
+  for (const auto& [run, info] : shards) {
+    same(run, info, "json_schema_version", run.doc["json_schema_version"], first.doc["json_schema_version"]);
+    same(run, info, "seed", run.doc.value("seed", json()), first.doc.value("seed", json()));
+    same(run, info, "cases_per_property", run.doc.value("cases_per_property", json()), first.doc.value("cases_per_property", json()));
+    same(run, info, "max_n", run.doc.value("max_n", json()), first.doc.value("max_n", json()));
+    same(run, info, "precision", json(run.precision), json(first.precision));
+    same(run, info, "shard count", json(info.count), json(first_info.count));
+    same(run, info, "case_chunks", json(info.case_chunks), json(first_info.case_chunks));
+    same(run, info, "properties", json(info.properties), json(first_info.properties));
+  }
+  for (size_t i = 1; i < shards.size(); ++i)
+    if (shards[i].second.index == shards[i - 1].second.index)
+      fail(shards[i].first.file, fmt::format("is shard {}/{} of {}, like {}: overlapping shards (give each shard once)",
+                                             shards[i].second.index, shards[i].second.count, impl,
+                                             shards[i - 1].first.file));
+  std::vector<std::string> have, missing;
+  for (const auto& [run, info] : shards) have.push_back(fmt::format("{}/{} ({})", info.index, info.count, run.file));
+  for (int i = 1; i <= first_info.count; ++i)
+    if (std::none_of(shards.begin(), shards.end(), [&](const auto& s) { return s.second.index == i; }))
+      missing.push_back(fmt::format("{}/{}", i, first_info.count));
+  if (!missing.empty())
+    throw InvalidInput(fmt::format("report: the verify shards of {} are incomplete: given {}; missing {} (pass every "
+                                   "shard's JSON with --verify)",
+                                   impl, fmt::join(have, ", "), fmt::join(missing, ", ")));
+  // Each shard must hold exactly its units.
+  std::map<std::string, std::vector<std::pair<int, const json*>>> by_property;
+  for (const auto& [run, info] : shards) {
+    const auto expected = shard_units(info, info.index);
+    std::map<std::string, std::vector<int>> got;
+    const json& props = run.doc["properties"];
+    for (size_t i = 0; i < props.size(); ++i) {
+      const json& p = props[i];
+      const std::string name = p["name"].get<std::string>();
+      if (!p.contains("chunks") || !p["chunks"].is_array() || p["chunks"].size() != 1 || !p["chunks"][0].is_number_integer())
+        fail(run.file, fmt::format("properties[{}] ({}): field 'chunks' must hold the one case chunk of this unit", i, name));
+      const int chunk = p["chunks"][0].get<int>();
+      got[name].push_back(chunk);
+      by_property[name].push_back({chunk, &p});
+    }
+    if (got != expected) {
+      std::vector<std::string> want;
+      for (const auto& [name, chunks] : expected) want.push_back(fmt::format("{} {}", name, fmt::join(chunks, ",")));
+      fail(run.file, fmt::format("shard {}/{} does not hold the units (property chunk) this shard runs: expected {}",
+                                 info.index, info.count, fmt::join(want, "; ")));
+    }
+  }
+  VerifyRun merged = first;
+  std::vector<std::string> files;
+  json from = json::array();
+  for (const auto& [run, info] : shards) {
+    files.push_back(run.file);
+    from.push_back({{"file", run.file}, {"index", info.index}});
+  }
+  merged.file = fmt::format("{}", fmt::join(files, " + "));
+  json props = json::array();
+  std::map<std::string, int> summary = {{"PASSED", 0}, {"FAILED", 0}, {"SKIPPED", 0}, {"CRASHED", 0},
+                                        {"TIMED_OUT", 0}, {"INCONCLUSIVE", 0}};
+  int cut_short = 0;
+  for (const std::string& name : first_info.properties) {
+    auto& units = by_property[name];
+    if (units.empty()) continue;
+    std::sort(units.begin(), units.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<const json*> ordered;
+    for (const auto& u : units) ordered.push_back(u.second);
+    json e = merge_units(ordered);
+    ++summary[e["status"].get<std::string>()];
+    cut_short += e.contains("cut_short") && e["cut_short"].is_string();
+    props.push_back(std::move(e));
+  }
+  merged.doc["properties"] = props;
+  merged.doc["shard"] = {{"index", 1}, {"count", 1}, {"case_chunks", first_info.case_chunks},
+                         {"properties", first_info.properties}, {"merged_from", from}};
+  merged.doc["summary"] = {{"passed", summary["PASSED"]}, {"failed", summary["FAILED"]}, {"skipped", summary["SKIPPED"]},
+                           {"crashed", summary["CRASHED"]}, {"timed_out", summary["TIMED_OUT"]},
+                           {"inconclusive", summary["INCONCLUSIVE"]}};
+  merged.doc["cut_short"] = cut_short;
+  return merged;
+}
+
+// Replaces the shards of each implementation by their merged run.
+void merge_verify_shards(Model& model) {
+  std::vector<VerifyRun> kept;
+  std::map<std::string, std::vector<std::pair<VerifyRun, ShardInfo>>> shards;  // by implementation
+  std::vector<std::string> order;
+  for (VerifyRun& run : model.verifies) {
+    const ShardInfo info = shard_info(run);
+    if (info.count == 1) {
+      kept.push_back(std::move(run));
+      continue;
+    }
+    if (run.doc.contains("mutants")) fail(run.file, "a shard holds mutants; --mutants runs are not sharded");
+    if (!shards.count(run.implementation)) order.push_back(run.implementation);
+    shards[run.implementation].push_back({std::move(run), info});
+  }
+  for (const std::string& impl : order) {
+    try {
+      kept.push_back(merge_shards(shards[impl]));
+    } catch (const InvalidInput& e) {
+      // Shards of another implementation may be the ones meant.
+      std::vector<std::string> others;
+      for (const auto& [name, list] : shards)
+        if (name != impl)
+          for (const auto& [run, info] : list)
+            others.push_back(fmt::format("{} is shard {}/{} of {}", run.file, info.index, info.count, name));
+      if (others.empty()) throw;
+      throw InvalidInput(fmt::format("{} (other shards given, of different implementations: {})", e.what(),
+                                     fmt::join(others, "; ")));
+    }
+  }
+  model.verifies = std::move(kept);
 }
 
 /// A number, null, or the string "inf" (power JSON writes an infinite ratio so).
@@ -472,18 +742,19 @@ Model load_inputs(const ReportInputs& inputs) {
     throw InvalidInput("report: no input files (give --bench FILE, --verify FILE and/or --power FILE)");
   Model model;
   for (const std::string& file : inputs.bench_files) {
-    const size_t before = model.series.size();
+    const size_t before = model.series.size(), cross_before = model.cross.size();
     size_t points_before = 0;
     for (const Series& s : model.series) points_before += s.points.size();
     load_bench_file(file, model);
     size_t points_after = 0;
     for (const Series& s : model.series) points_after += s.points.size();
-    if (points_after == points_before && model.series.size() == before &&
+    if (points_after == points_before && model.series.size() == before && model.cross.size() == cross_before &&
         std::none_of(model.failed_benchmarks.begin(), model.failed_benchmarks.end(),
                      [&](const Model::FailedBenchmark& f) { return f.file == file; }))
-      fail(file, "field 'benchmarks': no benchmark named <implementation>/n:<n>/... (nothing to report)");
+      fail(file, "field 'benchmarks': no benchmark named <implementation>/n:<n>/... or <implementation>/n_q:<n_q>/n_k:<n_k>/... (nothing to report)");
   }
   for (const std::string& file : inputs.verify_files) load_verify_file(file, model);
+  merge_verify_shards(model);
   if (!inputs.power_file.empty()) model.power = load_power_file(inputs.power_file);
   for (Series& s : model.series)
     std::sort(s.points.begin(), s.points.end(),

@@ -22,6 +22,9 @@ struct BenchRun {
   int num_cpus = 0;
   std::optional<double> peak_gflops;  ///< context peak_fma_gflops
   std::optional<double> load_average; ///< first of context load_avg: other work on the machine
+  /// Context read_bandwidth_gbps_1_thread / _all_threads (GB/s) and read_bandwidth_threads.
+  std::optional<double> bandwidth_1, bandwidth_all;
+  int bandwidth_threads = 0;
   int repetitions = 1;                ///< the largest repetition count in the file
   std::string statistic;              ///< "median of 3 repetitions" or "single run"
 };
@@ -30,6 +33,7 @@ struct BenchRun {
 struct Measurement {
   std::string implementation;
   int64_t n = 0, d = 0;
+  int64_t n_q = 0, n_k = 0;  ///< a cross shape (Model::cross); n is 0 there
   std::string mask = "none";
   int threads = 1;
   std::string benchmark;   ///< the run name in the bench file
@@ -38,6 +42,10 @@ struct Measurement {
   int repetitions = 1;
   std::optional<double> gflops;         ///< useful GFLOP/s (counter flops / 1e9, else gflops)
   std::optional<double> peak_fraction;  ///< counter peak_fraction, else gflops / peak
+  std::optional<double> gbytes_per_s;   ///< counter bytes / 1e9: bytes moved per second
+  /// Counter compute_seconds: the implementation's own compute time per call
+  /// (plugins and exec children that report it); time_s includes the isolation.
+  std::optional<double> compute_s;
   int family_index = -1;
   size_t run = 0;  ///< index into Model::runs
 };
@@ -76,6 +84,7 @@ struct VerifyRun {
   std::string file;
   nlohmann::json doc;
   std::string implementation;
+  std::string declared_name;  ///< the plugin's or exec child's own name; empty if none
   std::string precision;
   int schema_version = 1;
 };
@@ -113,6 +122,8 @@ struct PowerRun {
 struct Model {
   std::vector<BenchRun> runs;
   std::vector<Series> series;  ///< sorted by configuration, then implementation
+  /// Cross shapes ("<impl>/n_q:<q>/n_k:<k>/..."), in file order.
+  std::vector<Measurement> cross;
   std::vector<VerifyRun> verifies;
   std::optional<PowerRun> power;
   std::vector<std::string> ignored_benchmarks;  ///< names without an n: field
@@ -136,6 +147,23 @@ std::string verify_conditions(const VerifyRun& run);
 /// The power file's conditions: the machine, the build and the problem, joined by `separator`.
 std::string power_conditions(const PowerRun& run, const std::string& separator = "; ");
 
+/// Where a measurement sits on its run's roofline: useful flops per byte
+/// moved, the two roofs for its thread count, which one binds (the lower of
+/// the FMA peak and bandwidth × intensity) and the fraction of it reached.
+struct Roofline {
+  std::optional<double> intensity;       ///< flop per byte
+  std::optional<double> peak_gflops;     ///< FMA peak × threads
+  std::optional<double> bandwidth_gbps;  ///< read bandwidth measured with the measurement's threads
+  std::string binds;                     ///< "memory", "FMA", or "" when a roof or counter is missing
+  std::optional<double> fraction;        ///< achieved / binding roof (GB/s or GFLOP/s)
+};
+Roofline roofline(const Model& model, const Measurement& m);
+/// The cross shapes as table rows (first row the header), with their roofline.
+std::vector<std::vector<std::string>> decode_table(const Model& model);
+/// One line per measurement whose implementation reported its own compute
+/// time: the share of the wall time spent on isolation, flagged above 50 %.
+std::vector<std::string> isolation_notes(const Model& model);
+
 /// A chart drawn by gnuplot: its file stem and the SVG text.
 struct Chart {
   std::string name;     ///< file stem, e.g. "time-d64-none-t1"
@@ -150,7 +178,8 @@ std::vector<Chart> draw_charts(const Model& model, const std::string& gnuplot);
 
 std::string render_json(const Model& model);
 std::string render_markdown(const Model& model);
-std::string render_html(const Model& model, const std::vector<Chart>& charts);
+/// `out_dir`: where report.html is written, so that links to case pages are relative to it.
+std::string render_html(const Model& model, const std::vector<Chart>& charts, const std::string& out_dir = ".");
 
 /// Number formatting shared by the renderers.
 std::string format_number(double value, int significant = 3);

@@ -58,7 +58,7 @@ ReportResult write_report(const ReportInputs& inputs, const std::string& out_dir
   const std::vector<Chart> charts = draw_charts(model, inputs.gnuplot);
   const std::string json_text = render_json(model);
   const std::string markdown = render_markdown(model);
-  const std::string html = render_html(model, charts);
+  const std::string html = render_html(model, charts, out_dir);
 
   ReportResult result;
   result.headline = model.headline;

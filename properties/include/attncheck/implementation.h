@@ -81,6 +81,9 @@ class Implementation {
  public:
   virtual ~Implementation() = default;
   virtual std::string name() const = 0;
+  /// The name the implementation gives itself (a plugin's attn_plugin.name, an
+  /// exec child's handshake name), shown beside name(); empty when it has none.
+  virtual std::string declared_name() const { return {}; }
   virtual Capabilities capabilities() const = 0;
   virtual Precision precision() const = 0;
 

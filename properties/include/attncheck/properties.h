@@ -33,6 +33,9 @@ struct Outcome {
   std::optional<double> worst_ratio;  ///< worst error / bound, where there is a bound
   std::string oracle;                 ///< the reference that judged it, if any
   int64_t slice_b = 0, slice_h = 0;   ///< the slice where it failed
+  /// When the property sent forward() something other than the case itself
+  /// (input_validation's bad input): what it sent, e.g. "Q[3] = nan on b1h1q2k2d1".
+  std::string sent;
 };
 
 struct Property {

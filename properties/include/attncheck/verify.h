@@ -36,6 +36,8 @@ inline constexpr int kDiscardBudget = 10;
 inline constexpr int kInconclusiveBudget = 1;
 inline constexpr int kUnsupportedBudget = 10;
 
+struct PropertyResult;
+
 struct VerifyOptions {
   uint64_t seed = 1;
   int cases = 100;                       ///< successful cases per property
@@ -52,6 +54,30 @@ struct VerifyOptions {
   int matrix_cases = 20;
   /// Called while a property runs: (property, cases done, cases wanted, shrinking).
   std::function<void(const std::string&, int, int, bool)> progress;
+  /// run_verify: called with each property's result as soon as it is final.
+  std::function<void(const PropertyResult&)> on_property;
+  /// Called after a counterexample's case file is written (not for a timed-out
+  /// case), with the case and the slice its failure was seen in: the CLI writes
+  /// the case page beside it. An exception it throws is noted in the message.
+  std::function<void(const std::string& case_path, const Case& c, Implementation& impl, int64_t b, int64_t h)>
+      on_case_written;
+
+  /// Sharding (docs/ci.md): each property's cases are split into `case_chunks`
+  /// chunks of consecutive case counts (chunk 0 keeps the unsharded seed);
+  /// the work units (property, chunk), in property order then chunk order, go
+  /// round-robin to shards: unit u to shard u mod shard_count + 1. The n
+  /// shards of a run together run exactly the units one unsharded run runs.
+  int shard_index = 1, shard_count = 1;
+  int case_chunks = 1;
+  /// Time budgets in seconds (0: none): a property stops drawing cases (and
+  /// shrinking) once it ran `property_time_budget` seconds or the run ran
+  /// `time_budget` seconds; a property cut short is never a full pass.
+  double time_budget = 0;
+  double property_time_budget = 0;
+  /// Of one property's shrinking steps, at most this many may time out; the
+  /// smallest hanging case found by then is kept. Once one property of a run
+  /// shrank a timeout, the others stop at their first timeout unshrunk.
+  int timed_out_shrink_steps = 8;
 };
 
 struct PropertyResult {
@@ -68,6 +94,11 @@ struct PropertyResult {
   std::vector<std::string> oracles;      ///< every reference that judged a case
   std::string skipped_reason;
   std::vector<std::string> not_exercised;
+  int timed_out = 0;                     ///< calls that timed out (each one cost a whole per-call timeout)
+  /// Why a time budget stopped the property early; empty: it ran in full. A
+  /// property cut short is never a full pass (all_passed() is false).
+  std::string cut_short;
+  std::vector<int> chunks;               ///< the case chunks this result covers (sharded runs)
   // The counterexample, when not passed or skipped.
   std::string message;
   std::optional<Case> counterexample;
@@ -116,10 +147,15 @@ MutantVerdict mutant_verdict(const std::vector<KillCell>& row);
 
 struct VerifyReport {
   std::string implementation;
+  std::string declared_name;             ///< Implementation::declared_name(); empty if none
   Precision precision = Precision::fp32;
   Capabilities capabilities;
   VerifyOptions options;
-  std::vector<PropertyResult> properties;
+  std::vector<PropertyResult> properties;  ///< one per property (its chunks merged)
+  /// Sharded runs (shard_count > 1): one result per work unit (property,
+  /// chunk) of this shard, in unit order; verify JSON writes these, and
+  /// `attncheck report` merges the units of every shard by merge_chunks' rule.
+  std::vector<PropertyResult> units;
   std::vector<MutantResult> mutants;
   nlohmann::json error_vs_n = nlohmann::json::array();
 };
@@ -137,8 +173,23 @@ struct VerifyReport {
 /// declined as out of range is SKIPPED with the reason.
 PropertyResult run_property(Implementation& impl, const Property& property, const VerifyOptions& options);
 
-/// Every selected property (unknown names throw InvalidInput naming --property).
+/// Every selected property (unknown names throw InvalidInput naming --property),
+/// or the share of them that options.shard_index of options.shard_count runs,
+/// within options' time budgets. Each result goes to options.on_property.
 VerifyReport run_verify(Implementation& impl, const VerifyOptions& options);
+
+/// Checks a shard spec, case chunks and time budgets; throws InvalidInput
+/// naming the option.
+void check_shard_options(const VerifyOptions& options);
+/// Parses "i/n" (1 <= i <= n) into options.shard_index and shard_count;
+/// throws InvalidInput naming --shard.
+void parse_shard(const std::string& text, VerifyOptions& options);
+
+/// One property's result from the results of its case chunks, in chunk order:
+/// counts and seconds add up, the first chunk that FAILED, CRASHED or TIMED_OUT
+/// gives the verdict and counterexample, else INCONCLUSIVE if a chunk was, else
+/// PASSED if a chunk passed, else SKIPPED. `report merges shards` by the same rule.
+PropertyResult merge_chunks(const std::vector<PropertyResult>& chunks);
 
 /// Re-runs one case: the property named in its "property" label, or every
 /// property that applies. Only `threads` of `options` is used.
@@ -172,6 +223,9 @@ nlohmann::json error_versus_n(Implementation& impl, const std::vector<int64_t>& 
 nlohmann::json compare_slice(Implementation& impl, const Case& c, int64_t b, int64_t h);
 /// compare_slice as text tables for a terminal.
 std::string format_slice_comparison(const nlohmann::json& comparison);
+
+/// A command line for /bin/sh: each word single-quoted where it needs quoting.
+std::string shell_command(const std::vector<std::string>& words);
 
 /// The verify JSON schema version verify_json writes.
 inline constexpr int kVerifyJsonSchemaVersion = 2;
