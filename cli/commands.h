@@ -15,5 +15,7 @@ void add_verify_command(CLI::App& app);
 /// Global --list-targets and --target NAME (SIMD target of the fused attention).
 void add_target_options(CLI::App& app);
 void add_report_command(CLI::App& app);
+/// attncheck lab -o DIR: the chapter's lab as DIR/lab.html.
+void add_lab_command(CLI::App& app);
 
 }  // namespace attncheck::cli

@@ -8,6 +8,7 @@
 #include "attncheck/case.h"
 #include "attncheck/explain.h"
 #include "attncheck/golden.h"
+#include "attncheck/pages.h"
 #include "attncheck/registry.h"
 #include "attncheck/verify.h"
 #include "budget.h"
@@ -21,6 +22,7 @@ namespace {
 struct ExplainArgs {
   std::string case_name, input, digits = "6", temperature, causal, batch = "0", head = "0";
   std::string impl;  // when set, its output is shown beside the reference's
+  std::string html;  // when set, the case page is written there instead of printing the tables
   std::string max_bytes = kDefaultMaxBytes;
 };
 
@@ -57,6 +59,15 @@ void run_explain(const ExplainArgs& a) {
   const std::string title =
       a.input.empty() ? fmt::format("case {}", a.case_name) : fmt::format("case file {}", a.input);
   auto implementation = a.impl.empty() ? nullptr : make_implementation(a.impl);
+  if (!a.html.empty()) {
+    CasePageOptions page;
+    page.batch = o.batch;
+    page.head = o.head;
+    page.title = title;
+    write_page(case_page_html(c, implementation.get(), page), a.html, "--html");
+    fmt::print("case page: {}\n", a.html);
+    return;
+  }
   fmt::print("{}", explain(c, o, title));
   if (implementation) {
     fmt::print("\nimplementation {} beside the reference:\n", implementation->name());
@@ -82,6 +93,9 @@ void add_explain_command(CLI::App& app) {
   cmd->add_option("--batch", args->batch, "Batch index of the slice shown")->capture_default_str();
   cmd->add_option("--head", args->head, "Head index of the slice shown")->capture_default_str();
   cmd->add_option("--impl", args->impl, "Also run this implementation and show its output beside the reference's");
+  cmd->add_option("--html", args->html,
+                  "Write the case's page (the nine tables, heatmaps, and with --impl the cells beyond their bound "
+                  "marked) to this HTML file instead of printing");
   cmd->add_option("--max-bytes", args->max_bytes, "Refuse cases whose tables would need more memory (K, M, G, T)")->capture_default_str();
   cmd->callback([args] { run_explain(*args); });
 }

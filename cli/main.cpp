@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   attncheck::cli::add_bench_command(app);
   attncheck::cli::add_run_command(app);
   attncheck::cli::add_explain_command(app);
+  attncheck::cli::add_lab_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -76,7 +76,9 @@ TEST_CASE("verify writes JSON and JUnit, and a failure replays", "[cli]") {
   CHECK(bad.code == 1);
   CHECK(bad.output.find("0 passed, 1 failed") != std::string::npos);
   REQUIRE(fs::exists(failures));
-  const std::string file = fs::directory_iterator(failures)->path().string();
+  std::string file;  // the case file (its case page, .html, lies beside it)
+  for (const auto& e : fs::directory_iterator(failures))
+    if (e.path().extension() == ".json") file = e.path().string();
   Result replay = run("--impl mutant:v_rows_misaligned --replay " + file);
   INFO(replay.output);
   CHECK(replay.code == 1);

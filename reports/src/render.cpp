@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -387,6 +388,15 @@ std::vector<Counterexample> counterexamples(const VerifyRun& run) {
   return out;
 }
 
+/// What the decode table's columns mean.
+constexpr const char* decode_legend =
+    "Wall time per call (median over repetitions); GB/s counts K and V once up to the last readable key, Q and O "
+    "once; flop/byte is useful flops per byte moved. The binding roof is the lower of the FMA peak (per core × "
+    "threads) and read bandwidth × flop/byte, with the bandwidth measured in the same run for the same thread "
+    "count; % of binding roof is GB/s over bandwidth where memory binds, GFLOP/s over peak where the FMA peak "
+    "binds. Own compute time is what a plugin or exec child reported (compute_seconds); charts and rates use the "
+    "wall time.";
+
 std::set<Config> configs(const Model& model) {
   std::set<Config> out;
   for (const Series& s : model.series) out.insert(s.config);
@@ -451,7 +461,8 @@ std::string html_table(const Table& t, const std::string& css_class = "") {
       if (r > 0 && (cell.rfind("FAIL", 0) == 0 || cell == "FAILED" || cell == "CRASHED" || cell == "TIMED_OUT" ||
                     cell == "ESCAPED" || cell == "KILLED_UNEXPECTEDLY"))
         attrs = " class=\"fail\"";
-      else if (r > 0 && (cell.rfind("INCONCLUSIVE", 0) == 0 || cell.rfind("FLAG: ", 0) == 0))
+      else if (r > 0 && (cell.rfind("INCONCLUSIVE", 0) == 0 || cell.rfind("FLAG: ", 0) == 0 ||
+                         cell.rfind("NOT VERIFIED", 0) == 0))
         attrs = " class=\"warn\"";
       else if (r > 0 && (cell.rfind("PASS", 0) == 0 || cell == "PASSED"))
         attrs = " class=\"pass\"";
@@ -610,8 +621,10 @@ std::string render_json(const Model& model) {
     verification.push_back({{"file", v.file},
                             {"verify_json_schema_version", v.schema_version},
                             {"implementation", v.implementation},
+                            {"declared_name", v.declared_name.empty() ? json(nullptr) : json(v.declared_name)},
                             {"precision", v.precision},
                             {"verdict", verdict_for(model, v.implementation)},
+                            {"shard", d.value("shard", json())},
                             {"conditions", verify_conditions(v)},
                             {"seed", d.value("seed", json())},
                             {"cases_per_property", d.value("cases_per_property", json())},
@@ -681,8 +694,14 @@ std::string render_markdown(const Model& model) {
     md += md_table(measurements_table(model, config));
     md += fmt::format("\n_Conditions: {}._\n\n</details>\n\n", config_conditions(model, config));
   }
+  if (!model.cross.empty())
+    md += "## Decode and cross shapes\n\n" + md_table(decode_table(model)) + "\n_" + decode_legend + "_\n\n";
+  for (const std::string& note : isolation_notes(model)) md += "- " + note + "\n";
+  if (!isolation_notes(model).empty()) md += "\n";
   for (const VerifyRun& v : model.verifies) {
-    md += fmt::format("## Verification: {}{}\n\n", v.implementation, v.precision.empty() ? "" : " (" + v.precision + ")");
+    md += fmt::format("## Verification: {}{}{}\n\n", v.implementation,
+                      v.declared_name.empty() ? "" : " \"" + v.declared_name + "\"",
+                      v.precision.empty() ? "" : " (" + v.precision + ")");
     md += fmt::format("**{}**\n\n", verdict_for(model, v.implementation));
     md += fmt::format("_Conditions: {}. From {}._\n\n", verify_conditions(v), v.file);
     md += md_table(property_table(v)) + "\n";
@@ -720,7 +739,19 @@ std::string render_markdown(const Model& model) {
   return md;
 }
 
-std::string render_html(const Model& model, const std::vector<Chart>& charts) {
+// The case page verify writes beside a counterexample's case file (x.json →
+// x.html), as a link relative to the report's directory; empty when there is none.
+static std::string case_page_link(const std::string& case_file, const std::string& out_dir) {
+  namespace fs = std::filesystem;
+  if (case_file.empty()) return "";
+  const fs::path page = fs::path(case_file).replace_extension(".html");
+  std::error_code ec;
+  if (!fs::exists(page, ec)) return "";
+  const fs::path link = fs::relative(fs::absolute(page, ec), fs::absolute(out_dir, ec), ec);
+  return ec ? "" : link.generic_string();
+}
+
+std::string render_html(const Model& model, const std::vector<Chart>& charts, const std::string& out_dir) {
   int chart_number = 0;
   auto figure = [&](const Chart& c) {
     ++chart_number;
@@ -755,13 +786,27 @@ std::string render_html(const Model& model, const std::vector<Chart>& charts) {
     h += "<details><summary>All measurements</summary>\n" + html_table(measurements_table(model, config)) +
          "<p class=\"conditions\">Conditions: " + html_escape(config_conditions(model, config)) + ".</p>\n</details>\n";
   }
+  if (!model.cross.empty()) {
+    h += "<h2>Decode and cross shapes</h2>\n";
+    for (const Chart& c : charts)
+      if (c.section == "decode") h += figure(c);
+    h += html_table(decode_table(model)) + "<p class=\"conditions\">" + html_escape(decode_legend) + "</p>\n";
+  }
+  if (const auto notes = isolation_notes(model); !notes.empty()) {
+    h += "<ul>\n";
+    for (const std::string& note : notes) h += "<li>" + html_escape(note) + "</li>\n";
+    h += "</ul>\n";
+  }
   for (size_t i = 0; i < model.verifies.size(); ++i) {
     const VerifyRun& v = model.verifies[i];
-    h += fmt::format("<h2>Verification: {}{}</h2>\n", html_escape(v.implementation),
+    h += fmt::format("<h2>Verification: {}{}{}</h2>\n", html_escape(v.implementation),
+                     v.declared_name.empty() ? "" : " &ldquo;" + html_escape(v.declared_name) + "&rdquo;",
                      v.precision.empty() ? "" : " (" + html_escape(v.precision) + ")");
     const std::string verdict = verdict_for(model, v.implementation);
     h += fmt::format("<p><strong class=\"{}\">{}</strong></p>\n",
-                     verdict.rfind("FAIL", 0) == 0 ? "fail" : verdict.rfind("INCONCLUSIVE", 0) == 0 ? "warn" : "pass",
+                     verdict.rfind("FAIL", 0) == 0                                                    ? "fail"
+                     : verdict.rfind("INCONCLUSIVE", 0) == 0 || verdict.rfind("NOT VERIFIED", 0) == 0 ? "warn"
+                                                                                                  : "pass",
                      html_escape(verdict));
     h += fmt::format("<p class=\"conditions\">Conditions: {}. From {}.</p>\n", html_escape(verify_conditions(v)),
                      html_escape(v.file));
@@ -770,6 +815,9 @@ std::string render_html(const Model& model, const std::vector<Chart>& charts) {
       h += fmt::format("<h3>Counterexample: {} ({})</h3>\n<p>{}</p>\n<p>Seed {}{}.</p>\n", html_escape(c.property),
                        html_escape(c.status), html_escape(c.message), html_escape(c.seed),
                        c.case_file.empty() ? "" : ", case file <code>" + html_escape(c.case_file) + "</code>");
+      if (const std::string page = case_page_link(c.case_file, out_dir); !page.empty())
+        h += "<p><a class=\"case-page\" href=\"" + html_escape(page) +
+             "\">Case page</a>: the nine tables, the reference beside the implementation, cells beyond their bound marked.</p>\n";
       for (const Chart& chart : charts)
         if (chart.section == fmt::format("property:{}:{}", i, c.property)) h += figure(chart);
       for (const auto& [title, table] : c.tables)

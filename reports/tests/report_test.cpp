@@ -415,3 +415,35 @@ TEST_CASE("a power row that failed, or whose ε was never caught, is shown as su
   CHECK(std::filesystem::is_regular_file(dir.sub("out/charts/tightness-vs-n.svg")));
   CHECK(std::filesystem::is_regular_file(dir.sub("out/charts/power-vs-n.svg")));
 }
+
+TEST_CASE("cross shapes are charted as GB/s vs n_k under the measured bandwidth, each judged by its binding roof") {
+  ScratchDir dir, scripts;
+  ReportInputs inputs;
+  inputs.bench_files = {fixture("bench_decode.json")};  // cross shapes only: a file the report accepts
+  inputs.gnuplot = recording_gnuplot(scripts);
+  const ReportResult result = write_report(inputs, dir.sub("out"));
+  const std::string md = read_text(result.markdown_path);
+  // 0.5 flop/byte is under the ridge (200 / 40 = 5): memory binds, 32 of 40 GB/s.
+  CHECK_THAT(md, Contains("| fused | 1 | 16384 | 128 | none | 1 | 2.10 ms | 32.0 | 16.0 | 0.500 | memory, 40.0 GB/s | 80 % |"));
+  // 2 threads are judged against the all-threads bandwidth.
+  CHECK_THAT(md, Contains("| fused | 1 | 16384 | 128 | none | 2 | 1.70 ms | 40.0 | 20.0 | 0.500 | memory, 50.0 GB/s | 80 % |"));
+  // 37.5 flop/byte is above it: the FMA peak binds, 150 of 200 GFLOP/s.
+  CHECK_THAT(md, Contains("| fused | 64 | 4096 | 128 | none | 1 | 4.00 ms | 4.00 | 150 | 37.5 | FMA, 200 GFLOP/s | 75 % |"));
+  // The child's own compute time is shown, and its isolation overhead flagged.
+  CHECK_THAT(md, Contains("| 2.00 ms |"));
+  CHECK_THAT(md, Contains("exec:fake/n_q:1/n_k:16384/d:128/mask:none/threads:1: wall 10.0 ms, own compute 2.00 ms: "
+                          "isolation (copies, pipe or process) is 80 % of the wall time, so it dominates"));
+
+  const std::string chart = script_titled(scripts, "Decode and cross shapes: GB/s moved vs n_k (d=128, mask=none)");
+  // Both bandwidth roofs, and the conditions printed in the chart.
+  CHECK_THAT(chart, Contains("40 with lines dt 2 lw 2 lc rgb \"#000000\" title \"read bandwidth, 1 thread: 40.0 GB/s\""));
+  CHECK_THAT(chart, Contains("title \"read bandwidth, 2 threads: 50.0 GB/s\""));
+  CHECK_THAT(chart, Contains("AMD EPYC (2 logical CPUs), 1 and 2 threads, GNU 12.2.0"));
+  CHECK_THAT(chart, Contains("read bandwidth 40.0 GB/s on 1 thread, 50.0 GB/s on 2, FMA peak 200 GFLOP/s per core, batch 1, heads 8"));
+  // Columns n_k, GB/s, memory-bound GB/s, FMA-bound GB/s, FMA roof in GB/s (200 / 37.5).
+  CHECK_THAT(chart, Contains("16384 32 32 NaN NaN\n"));
+  CHECK_THAT(chart, Contains("4096 4 NaN 4 5.33333333\n"));
+  const std::string html = read_text(result.html_path);
+  CHECK_THAT(html, Contains("<h2>Decode and cross shapes</h2>"));
+  CHECK_THAT(html, Contains("<figure id=\"decode-d128-none\">"));
+}
