@@ -18,10 +18,16 @@ attncheck accepts it only when the case is out of that class's range, and
 reports a finding otherwise). Features you do not support are left out of
 `features` instead: such problems are never sent. Anything printed to stdout
 by the function is redirected to stderr, so it cannot corrupt the protocol.
+
+Each "ok" reply carries compute_seconds: by default the time of the whole
+call of the function; wrap the computation itself in `with problem.compute():`
+to leave validation and conversions out of it.
 """
 
+import contextlib
 import json
 import sys
+import time
 import traceback
 
 import numpy as np
@@ -67,6 +73,17 @@ class Problem:
         self.empty_row_policy = header["empty_row_policy"]
         self.weights = bool(header.get("weights", False))
         self.mask = None
+        self.compute_seconds = None
+
+    @contextlib.contextmanager
+    def compute(self):
+        """Times the block as (part of) this case's compute_seconds, sent in
+        the reply; without it the whole call of the function is timed."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.compute_seconds = (self.compute_seconds or 0.0) + time.perf_counter() - start
 
     def allowed(self):
         """Bool array [batch, heads, n_q, n_k]: where query i may read key j,
@@ -161,7 +178,9 @@ def serve(attention, name, features, precision="fp32"):
             problem.mask = np.frombuffer(raw, dtype=np.uint8).reshape(shape) != 0
         reply = {"id": problem.id}
         try:
+            start = time.perf_counter()
             result = attention(q, k, v, problem)
+            elapsed = time.perf_counter() - start
             payloads = []
             if problem.weights:
                 o, w = result
@@ -170,6 +189,7 @@ def serve(attention, name, features, precision="fp32"):
             else:
                 payloads = [_as_output(result, (b, h, problem.n_q, problem.d_v), "out")]
             reply["status"] = "ok"
+            reply["compute_seconds"] = elapsed if problem.compute_seconds is None else problem.compute_seconds
             _write(out, reply, payloads)
         except InvalidInput as e:
             _write(out, dict(reply, status="invalid", message=str(e)))

@@ -12,9 +12,13 @@
  * refuses a plugin whose abi_version differs from its own and prints both
  * numbers. attn_plugin_init must be cheap and side-effect free: it runs once
  * in a probe child (a crash there refuses the plugin) and then in the
- * attncheck process itself; every forward call runs in a child process.
+ * attncheck process itself. Forward calls run in a worker child process
+ * that serves every call of a run, so a thread pool or a costly first call
+ * is paid once; the worker is replaced after a crash, a timeout or a stray
+ * write. forward may keep caches across calls, but each answer must follow
+ * from that call's inputs alone.
  *
- * Computation (one batch element b, one head h; see DESIGN.md):
+ * Computation (one batch element b, one head h; see docs/semantics.md):
  *     S = Q Kᵀ · scale                       n_q × n_k
  *     L = (S + M) / temperature              M: 0 where allowed, −∞ where masked
  *     A = row-wise softmax of L              (stabilised by the row max)
@@ -138,8 +142,18 @@ typedef struct attn_plugin {
                  float *out, float *weights, char *error, size_t error_size);
 } attn_plugin;
 
-/* The one entry point a plugin exports. */
+/* The one entry point a plugin must export. */
 ATTN_PLUGIN_EXPORT const attn_plugin *attn_plugin_init(void);
+
+/* Optional: the compute time of the last forward call, in seconds (finite,
+ * >= 0), for a plugin that wants to leave something out of it (a one-time
+ * set-up inside forward, layout conversions). attncheck calls it in the same
+ * process, right after forward returned ATTN_OK; any other value is reported
+ * as a protocol fault. Without it, attncheck takes the wall time of the
+ * forward call measured around it in the child. Looked up with dlsym, so
+ * plugins that do not export it are unaffected (no ABI version change). */
+typedef double (*attn_plugin_compute_seconds_fn)(void);
+#define ATTN_PLUGIN_COMPUTE_SECONDS_SYMBOL "attn_plugin_compute_seconds"
 
 #ifdef __cplusplus
 }

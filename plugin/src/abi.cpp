@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -44,6 +45,23 @@ std::vector<std::string> missing_features(const Capabilities& capabilities) {
   for (size_t bit = 0; bit < std::size(kFeatureFields); ++bit)
     if (!(capabilities.*kFeatureFields[bit])) missing.push_back(feature_names()[bit]);
   return missing;
+}
+
+int call_timeout_ms(const Shape& s, int timeout_ms, int start_up_ms) {
+  const double flops = 2.0 * static_cast<double>(s.batch) * static_cast<double>(s.heads) *
+                       static_cast<double>(s.n_q) * static_cast<double>(s.n_k) *
+                       static_cast<double>(s.d_k + s.d_v);
+  constexpr double kFlopsPerMs = 1e4;  // 10 MFLOP/s
+  const double tenth = timeout_ms / 10.0;
+  const double ms = tenth + std::max(0, start_up_ms) + flops / kFlopsPerMs;
+  return static_cast<int>(std::max(1.0, std::min(static_cast<double>(timeout_ms), std::ceil(ms))));
+}
+
+int start_up_allowance_ms(bool fresh_child, std::optional<double> first_call_ms, int timeout_ms) {
+  if (!fresh_child) return 0;
+  if (!first_call_ms) return timeout_ms;  // the run's first call: imports, JIT, thread pools
+  const double twice = std::ceil(2 * *first_call_ms);
+  return static_cast<int>(std::min<double>(timeout_ms, std::max(timeout_ms / 10.0, twice)));
 }
 
 namespace plugin_detail {

@@ -50,8 +50,10 @@ class ExecImplementation final : public Implementation {
   /// The --impl spec, so that a printed replay line works; the child's own
   /// name (from its handshake) appears in every finding.
   std::string name() const override { return "exec:" + command_; }
+  std::string declared_name() const override { return name_; }
   Capabilities capabilities() const override { return capabilities_from_features(features_); }
   Precision precision() const override { return precision_; }
+  std::optional<double> last_compute_seconds() const override { return last_compute_seconds_; }
 
   void forward(const Problem& p, std::span<const float> q, std::span<const float> k,
                std::span<const float> v, std::span<float> out, std::span<float> weights,
@@ -59,9 +61,13 @@ class ExecImplementation final : public Implementation {
     check_structure(p, q, k, v, out, weights);
     check_declared(p, features_, !weights.empty(), "exec " + name_);
     if (pid_ < 0) start();  // after a fault the child was stopped; start a fresh one
+    last_compute_seconds_.reset();
     context_ = fmt::format("exec {} on {}", name_, canonical_name(p));
-    deadline_ = Clock::now() + std::chrono::milliseconds(options_.timeout_ms);
-    timeout_used_ = options_.timeout_ms;
+    const bool fresh = calls_served_ == 0;
+    timeout_used_ = call_timeout_ms(p.shape, options_.timeout_ms,
+                                    start_up_allowance_ms(fresh, first_call_ms_, options_.timeout_ms));
+    const auto begin = Clock::now();
+    deadline_ = begin + std::chrono::milliseconds(timeout_used_);
 
     const ExplicitMask mask = abi_mask(p);
     const Shape& s = p.shape;
@@ -94,6 +100,9 @@ class ExecImplementation final : public Implementation {
     } catch (const ProtocolError& e) {
       fail(Kind::protocol, e.what());
     }
+    ++calls_served_;  // it answered: its start-up is behind it
+    if (fresh && !first_call_ms_)
+      first_call_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - begin).count();
     const std::string& status = reply.status;
     const std::string& message = reply.message;
     if (status == "invalid")
@@ -111,6 +120,7 @@ class ExecImplementation final : public Implementation {
     std::memcpy(out.data(), payload.data(), out.size_bytes());
     if (!weights.empty())
       std::memcpy(weights.data(), payload.data() + out.size_bytes(), weights.size_bytes());
+    last_compute_seconds_ = reply.compute_seconds;
   }
 
  private:
@@ -144,6 +154,7 @@ class ExecImplementation final : public Implementation {
     pid_ = pid;
     fd_ = sv[0];
     buffer_.clear();
+    calls_served_ = 0;
     deadline_ = Clock::now() + std::chrono::milliseconds(options_.startup_timeout_ms);
     timeout_used_ = options_.startup_timeout_ms;
 
@@ -289,6 +300,9 @@ class ExecImplementation final : public Implementation {
   Precision precision_ = Precision::fp32;
   bool started_ = false;
   uint64_t next_id_ = 1;
+  uint64_t calls_served_ = 0;  // by the current child: its first call gets a start-up allowance
+  std::optional<double> last_compute_seconds_;
+  std::optional<double> first_call_ms_;  // of the run's first child (start_up_allowance_ms)
   std::string context_;
   Clock::time_point deadline_;
   int timeout_used_ = 0;

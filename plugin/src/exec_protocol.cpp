@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 
 #include "abi.h"
 #include "attn_plugin.h"
@@ -80,6 +81,13 @@ ReplyHeader decode_reply_header(std::string_view line, uint64_t expected_id) {
   if (r.status != "ok" && r.status != "invalid" && r.status != "unsupported" && r.status != "error")
     throw ProtocolError(fmt::format("reply status is \"{}\"; expected ok, invalid, unsupported or error",
                                     excerpt(r.status)));
+  if (reply.contains("compute_seconds")) {
+    const json& seconds = reply["compute_seconds"];
+    if (!seconds.is_number() || !std::isfinite(seconds.get<double>()) || seconds.get<double>() < 0)
+      throw ProtocolError(fmt::format("reply \"compute_seconds\" is {}; it must be a finite number of "
+                                      "seconds >= 0", excerpt(seconds.dump())));
+    r.compute_seconds = seconds.get<double>();
+  }
   return r;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -31,11 +32,12 @@ Handshake decode_handshake(std::string_view line);
 struct ReplyHeader {
   std::string status;   ///< "ok", "invalid", "unsupported" or "error"
   std::string message;  ///< empty when absent
+  std::optional<double> compute_seconds;  ///< the child's own compute time, when it sent one
 };
 
 /// A reply header line (without its newline) to the case `expected_id`.
 /// Throws ProtocolError for anything but a JSON object with that id and a
-/// known status.
+/// known status, or a compute_seconds that is not a finite number >= 0.
 ReplyHeader decode_reply_header(std::string_view line, uint64_t expected_id);
 
 }  // namespace attncheck::plugin_detail

@@ -1,10 +1,12 @@
-// The loader of C plugins (attn_plugin.h): dlopen in this process, every
-// forward call in a forked child over shared memory (child_call.h).
+// The loader of C plugins (attn_plugin.h): dlopen in this process, forward
+// calls in a persistent worker child over shared memory (child_call.h).
 #include <dlfcn.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -24,6 +26,12 @@ int g_default_timeout_ms = 0;  // 0: not set
 
 constexpr size_t kErrorBytes = 1024;
 
+// The arena's buffers, in this order.
+enum Buffer { kProblem, kQ, kK, kV, kMask, kKeyLengths, kOut, kWeights, kError, kBufferCount };
+
+// The optional entry point through which a plugin reports its compute time.
+using ComputeSeconds = double (*)(void);
+
 class PluginImplementation final : public Implementation {
  public:
   PluginImplementation(std::string path, void* handle, const attn_plugin* info,
@@ -33,14 +41,18 @@ class PluginImplementation final : public Implementation {
         info_(*info),
         name_(info->name),
         precision_(precision_from_abi(info->precision, "plugin " + path_)),
-        options_(options) {}
+        options_(options),
+        compute_seconds_(reinterpret_cast<ComputeSeconds>(dlsym(handle, ATTN_PLUGIN_COMPUTE_SECONDS_SYMBOL))),
+        worker_(worker_task()) {}
   ~PluginImplementation() override { dlclose(handle_); }
 
   /// The --impl spec, so that a printed replay line works; the plugin's own
   /// name appears in every finding.
   std::string name() const override { return "plugin:" + path_; }
+  std::string declared_name() const override { return name_; }
   Capabilities capabilities() const override { return capabilities_from_features(info_.features); }
   Precision precision() const override { return precision_; }
+  std::optional<double> last_compute_seconds() const override { return last_compute_seconds_; }
 
   void forward(const Problem& p, std::span<const float> q, std::span<const float> k,
                std::span<const float> v, std::span<float> out, std::span<float> weights,
@@ -66,8 +78,7 @@ class PluginImplementation final : public Implementation {
     problem.empty_row_policy =
         p.empty_rows == EmptyRowPolicy::zero ? ATTN_EMPTY_ROW_ZERO : ATTN_EMPTY_ROW_REJECT;
 
-    enum { kProblem, kQ, kK, kV, kMask, kKeyLengths, kOut, kWeights, kError };
-    std::vector<ArenaBuffer> buffers(9);
+    std::vector<ArenaBuffer> buffers(kBufferCount);
     buffers[kProblem] = {"problem", sizeof problem, false, false, nullptr};
     buffers[kQ] = {"Q", q.size_bytes(), false, false, q.data()};
     buffers[kK] = {"K", k.size_bytes(), false, false, k.data()};
@@ -79,24 +90,20 @@ class PluginImplementation final : public Implementation {
     buffers[kWeights] = {"weights", weights.size_bytes(), true, true, nullptr};
     buffers[kError] = {"error", kErrorBytes, true, false, nullptr};
     Arena arena(std::move(buffers));
+    // The worker points problem.mask and problem.key_lengths into its own
+    // mapping of the arena (WorkerTask::prepare), so the problem differs
+    // afterwards; it is read-only during the call like every input.
+    arena.fill(kProblem, &problem, /*compare_after=*/false);
 
-    // The problem struct points into the arena, so it is filled in last.
-    problem.mask = p.mask ? reinterpret_cast<const uint8_t*>(arena.data(kMask)) : nullptr;
-    problem.key_lengths =
-        p.key_lengths.empty() ? nullptr : reinterpret_cast<const int64_t*>(arena.data(kKeyLengths));
-    arena.fill(kProblem, &problem);
-    const auto* arena_problem = reinterpret_cast<const attn_problem*>(arena.data(kProblem));
-
-    const auto forward = info_.forward;
-    const auto* aq = reinterpret_cast<const float*>(arena.data(kQ));
-    const auto* ak = reinterpret_cast<const float*>(arena.data(kK));
-    const auto* av = reinterpret_cast<const float*>(arena.data(kV));
-    auto* aout = reinterpret_cast<float*>(arena.data(kOut));
-    auto* aweights = weights.empty() ? nullptr : reinterpret_cast<float*>(arena.data(kWeights));
+    last_compute_seconds_.reset();
+    const bool fresh = worker_.fresh();
+    const int timeout_ms = call_timeout_ms(
+        s, options_.timeout_ms, start_up_allowance_ms(fresh, first_call_ms_, options_.timeout_ms));
+    const auto begin = std::chrono::steady_clock::now();
+    const ChildOutcome outcome = worker_.call(arena, timeout_ms);
+    if (fresh && !first_call_ms_ && outcome.kind == ChildOutcome::Kind::returned)
+      first_call_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();
     auto* aerror = reinterpret_cast<char*>(arena.data(kError));
-    const ChildOutcome outcome = arena.run(
-        [&] { return forward(arena_problem, aq, ak, av, aout, aweights, aerror, kErrorBytes); },
-        options_.timeout_ms);
 
     const std::string who = fmt::format("plugin {} on {}", name_, canonical_name(p));
     using K = ImplementationFault::Kind;
@@ -112,7 +119,15 @@ class PluginImplementation final : public Implementation {
       case ChildOutcome::Kind::wrote_out_of_bounds:
         throw ImplementationFault(K::wrote_out_of_bounds,
                                   fmt::format("{}: forward {}", who, outcome.detail));
+      case ChildOutcome::Kind::protocol:
+        throw ImplementationFault(K::protocol, fmt::format("{}: forward {}", who, outcome.detail));
     }
+
+    const double compute_seconds = outcome.reported_seconds.value_or(outcome.measured_seconds);
+    if (!std::isfinite(compute_seconds) || compute_seconds < 0)
+      throw ImplementationFault(K::protocol,
+                                fmt::format("{}: {} returned {}; it must be finite and >= 0", who,
+                                            ATTN_PLUGIN_COMPUTE_SECONDS_SYMBOL, compute_seconds));
 
     std::string message(aerror, strnlen(aerror, kErrorBytes));
     switch (outcome.result) {
@@ -141,6 +156,7 @@ class PluginImplementation final : public Implementation {
       check_written(who, "weights", w, weights.size());
       std::memcpy(weights.data(), w, weights.size_bytes());
     }
+    last_compute_seconds_ = compute_seconds;
   }
 
  private:
@@ -158,12 +174,42 @@ class PluginImplementation final : public Implementation {
                       "element {})", who, unwritten, count, tensor, first));
   }
 
+  // What the worker child does with each arena: point the problem into it,
+  // call forward, and ask the plugin for its compute time if it reports one.
+  WorkerTask worker_task() const {
+    WorkerTask task;
+    task.prepare = [](std::byte* base, const ArenaLayout& l) {
+      auto* problem = reinterpret_cast<attn_problem*>(base + l.offset[kProblem]);
+      problem->mask = problem->mask_kind == ATTN_MASK_EXPLICIT
+                          ? reinterpret_cast<const uint8_t*>(base + l.offset[kMask])
+                          : nullptr;
+      problem->key_lengths =
+          l.bytes[kKeyLengths] ? reinterpret_cast<const int64_t*>(base + l.offset[kKeyLengths]) : nullptr;
+    };
+    task.call = [forward = info_.forward, compute_seconds = compute_seconds_](
+                    std::byte* base, const ArenaLayout& l, std::optional<double>& reported) {
+      const auto at = [&](Buffer b) { return base + l.offset[b]; };
+      const int rc = forward(reinterpret_cast<const attn_problem*>(at(kProblem)),
+                             reinterpret_cast<const float*>(at(kQ)), reinterpret_cast<const float*>(at(kK)),
+                             reinterpret_cast<const float*>(at(kV)), reinterpret_cast<float*>(at(kOut)),
+                             l.bytes[kWeights] ? reinterpret_cast<float*>(at(kWeights)) : nullptr,
+                             reinterpret_cast<char*>(at(kError)), kErrorBytes);
+      if (rc == ATTN_OK && compute_seconds) reported = compute_seconds();
+      return rc;
+    };
+    return task;
+  }
+
   std::string path_;
   void* handle_;
   attn_plugin info_;
   std::string name_;
   Precision precision_;
   OutOfProcessOptions options_;
+  ComputeSeconds compute_seconds_;
+  std::optional<double> last_compute_seconds_;
+  std::optional<double> first_call_ms_;  // of the run's first worker (start_up_allowance_ms)
+  Worker worker_;
 };
 
 }  // namespace

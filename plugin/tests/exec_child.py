@@ -3,7 +3,9 @@
 ok (a correct numpy attention), die, crash, hang, garbage, truncate,
 truncate_hang, no_handshake, bad_handshake, wrong_version, unknown_feature,
 invalid, chatty (prints to stdout from inside the function), unsupported
-(declines any case whose Q holds a value beyond 1000)."""
+(declines any case whose Q holds a value beyond 1000), close_channel (closes
+its standard input and output, then sleeps), bad_compute_seconds (replies
+with compute_seconds -1), nan (answers NaN everywhere)."""
 import os
 import signal
 import sys
@@ -62,10 +64,23 @@ def attention(q, k, v, problem):
         if mode == "truncate":
             os._exit(0)
         time.sleep(3600)
+    if mode == "close_channel":
+        os.close(0)
+        os.close(1)
+        time.sleep(3600)
+    if mode == "bad_compute_seconds":
+        raw.write(b'{"id": %d, "status": "ok", "compute_seconds": -1}\n' % problem.id)
+        raw.write(np.zeros((problem.batch, problem.heads, problem.n_q, problem.d_v), "<f4").tobytes())
+        raw.flush()
+        time.sleep(3600)
     if mode == "invalid":
         raise proto.InvalidInput("no thanks: Q is too small")
     if mode == "unsupported" and np.abs(q).max() > 1000:
         raise proto.Unsupported("Q holds %g, beyond what I hold" % np.abs(q).max())
+    if mode == "nan":
+        b, h = problem.batch, problem.heads
+        out = np.full((b, h, problem.n_q, problem.d_v), np.nan, np.float32)
+        return (out, np.full((b, h, problem.n_q, problem.n_k), np.nan, np.float32)) if problem.weights else out
     if mode == "chatty":
         print("a stray print from inside the function")
     return numpy_attention(q, k, v, problem)

@@ -2,6 +2,7 @@
 // die, hang, print garbage or truncate their reply (tests/exec_child.py).
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -19,7 +20,7 @@ std::string child(const std::string& mode) {
 
 OutOfProcessOptions quick() {
   OutOfProcessOptions options;
-  options.timeout_ms = 2000;
+  options.timeout_ms = 3000;  // all of it for the first call, 301 ms for later small ones
   options.startup_timeout_ms = 20000;
   return options;
 }
@@ -132,9 +133,45 @@ TEST_CASE("a child killed by a signal is reported as crashed with the signal") {
 }
 
 TEST_CASE("a child that hangs is killed at the timeout and reported as timed_out") {
-  const ImplementationFault fault = fault_of("hang");
-  CHECK(fault.kind() == Kind::timed_out);
-  CHECK_THAT(fault.what(), Catch::Contains("2000 ms"));
+  OutOfProcessOptions options = quick();
+  options.timeout_ms = 1000;
+  auto impl = start_exec(child("hang"), options);
+  Inputs in = inputs();
+  try {
+    impl->forward(in.problem, in.q, in.k, in.v, in.out, {}, 1);
+    FAIL("no fault");
+  } catch (const ImplementationFault& fault) {
+    CHECK(fault.kind() == Kind::timed_out);
+    // The run's first call gets the whole timeout (start_up_allowance_ms).
+    CHECK_THAT(fault.what(), Catch::Contains("within 1000 ms"));
+  }
+}
+
+TEST_CASE("a child that closes its end of the channel and stays alive is crashed, not timed out") {
+  // `exec`: no shell stays in between holding the channel open.
+  auto impl = start_exec("exec " + child("close_channel"), quick());
+  Inputs in = inputs();
+  try {
+    impl->forward(in.problem, in.q, in.k, in.v, in.out, {}, 1);
+    FAIL("no fault");
+  } catch (const ImplementationFault& fault) {
+    CHECK(fault.kind() == Kind::crashed);
+    CHECK_THAT(fault.what(), Catch::Contains("closed its output"));
+  }
+}
+
+TEST_CASE("a child's compute_seconds is its last compute time; a bad one is a protocol fault") {
+  auto impl = start_exec(child("ok"), quick());
+  CHECK_FALSE(impl->last_compute_seconds());
+  Inputs in = inputs();
+  impl->forward(in.problem, in.q, in.k, in.v, in.out, {}, 1);
+  REQUIRE(impl->last_compute_seconds());  // the Python helper sends it
+  CHECK(*impl->last_compute_seconds() >= 0);
+  CHECK(*impl->last_compute_seconds() < 5);
+
+  const ImplementationFault fault = fault_of("bad_compute_seconds");
+  CHECK(fault.kind() == Kind::protocol);
+  CHECK_THAT(fault.what(), Catch::Contains("\"compute_seconds\" is -1"));
 }
 
 TEST_CASE("a child that prints garbage is a protocol fault quoting it") {

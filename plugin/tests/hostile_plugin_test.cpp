@@ -74,7 +74,20 @@ TEST_CASE("malformed reply headers are protocol errors, whatever the type of the
   CHECK_THROWS_WITH(decode_reply_header(R"({"id":1,"status":["ok"]})", 1), Catch::Contains("not a string"));
   const ReplyHeader r = decode_reply_header(R"({"id":1,"status":"invalid","message":17})", 1);
   CHECK(r.status == "invalid");
-  CHECK(r.message.empty());
+  CHECK(r.message.empty());  CHECK_FALSE(r.compute_seconds);
+}
+
+TEST_CASE("a reply's compute_seconds must be a finite number of seconds >= 0, else it is named") {
+  CHECK(decode_reply_header(R"({"id":1,"status":"ok","compute_seconds":0.125})", 1).compute_seconds == 0.125);
+  CHECK(decode_reply_header(R"({"id":1,"status":"ok","compute_seconds":0})", 1).compute_seconds == 0.0);
+  for (const char* bad : {R"({"id":1,"status":"ok","compute_seconds":-0.5})",
+                          R"({"id":1,"status":"ok","compute_seconds":"0.5"})",
+                          R"({"id":1,"status":"ok","compute_seconds":null})",
+                          R"({"id":1,"status":"ok","compute_seconds":1e999})"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(decode_reply_header(bad, 1), ProtocolError);
+    CHECK_THROWS_WITH(decode_reply_header(bad, 1), Catch::Contains("\"compute_seconds\""));
+  }
 }
 
 TEST_CASE("an oversized handshake line is refused without reading it all") {
