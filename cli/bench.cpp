@@ -69,7 +69,8 @@ void add_bench_command(CLI::App& app) {
       "bench", "Benchmark the fused attention against its peers (Google Benchmark)");
   cmd->add_option("--impl", args->impls,
                   "Implementation to run, repeatable: fused, naive-eigen, naive-openblas, "
-                  "reference-double (n <= 512 only); default fused");
+                  "reference-double (n <= 512 only), or any verify --impl name such as plugin:PATH "
+                  "and exec:SPEC (their own compute time is recorded when they report it); default fused");
   CLI::Option* n_option =
       cmd->add_option("--n", args->n, "Sequence lengths n = n_q = n_k, comma-separated")
           ->capture_default_str();

@@ -79,11 +79,13 @@ class CanonicalNames : public Reporter {
     if (progress_total > 0 && !renamed.empty() &&
         renamed.front().run_type == benchmark::BenchmarkReporter::Run::RT_Iteration) {
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      fmt::print(stderr, "  [{}/{} benchmarks, {:.0f} s elapsed]\n", finished.size(), progress_total, elapsed);
+      if (on_progress) on_progress(finished.size(), progress_total, renamed.front().run_name.str());
+      else fmt::print(stderr, "  [{}/{} benchmarks, {:.0f} s elapsed]\n", finished.size(), progress_total, elapsed);
     }
   }
   std::vector<std::string> failures;
   size_t progress_total = 0;  ///< benchmarks to run; 0: no progress lines
+  std::function<void(size_t, size_t, const std::string&)> on_progress;  ///< BenchOptions::on_progress
   std::set<std::string> finished;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 };
@@ -161,8 +163,15 @@ void register_family(const BenchImplementation& impl, const BenchOptions& option
           state.SkipWithError(e.what());
           return;
         }
+        // The compute time the implementation reports for each call, if it reports one for every call.
+        double compute_total = 0.0;
+        int64_t compute_calls = 0;
         for (auto _ : state) {
-          impl.run(problem, q.data(), k.data(), v.data(), out.data(), static_cast<int>(threads));
+          const auto compute = impl.run(problem, q.data(), k.data(), v.data(), out.data(), static_cast<int>(threads));
+          if (compute) {
+            compute_total += *compute;
+            ++compute_calls;
+          }
           benchmark::DoNotOptimize(out.data());
           benchmark::ClobberMemory();
         }
@@ -182,6 +191,14 @@ void register_family(const BenchImplementation& impl, const BenchOptions& option
         if (limits.bandwidth(used) > 0)
           state.counters["bandwidth_fraction"] =
               Counter(bytes / (limits.bandwidth(used) * 1e9), Counter::kIsIterationInvariantRate);
+        // The implementation's own compute time per call, and the rates it
+        // gives, beside the wall-time ones (which include the isolation).
+        if (compute_calls > 0 && compute_calls == static_cast<int64_t>(state.iterations()) && compute_total > 0) {
+          const double compute = compute_total / static_cast<double>(compute_calls);
+          state.counters["compute_seconds"] = compute;
+          state.counters["compute_gflops"] = flops * 1e-9 / compute;
+          state.counters["compute_gbytes_per_s"] = bytes * 1e-9 / compute;
+        }
       });
   bench->ArgName(n_q == 0 ? "n" : "n_k")->UseRealTime()->Unit(benchmark::kMillisecond)
       ->Complexity(n_q == 0 ? benchmark::oNSquared : benchmark::oN);
@@ -191,37 +208,49 @@ void register_family(const BenchImplementation& impl, const BenchOptions& option
 }  // namespace
 
 BenchImplementation find_bench_implementation(const std::string& name) {
+  using Peer = void (*)(const Problem&, const float*, const float*, const float*, float*, int);
+  const auto direct = [](Peer peer) -> BenchFunction {
+    return [peer](const Problem& p, const float* q, const float* k, const float* v, float* out, int threads) {
+      peer(p, q, k, v, out, threads);
+      return std::optional<double>();
+    };
+  };
   if (name == "fused") {
-    return {name, [](const Problem& p, const float* q, const float* k, const float* v, float* out,
-                     int threads) {
+    return {name, direct([](const Problem& p, const float* q, const float* k, const float* v, float* out,
+                            int threads) {
               AttentionOptions options;
               options.threads = threads;
               attention(p, q, k, v, out, options);
-            }};
+            })};
   }
-  if (name == "naive-eigen") return {name, naive_eigen_attention};
-  if (name == "naive-openblas") return {name, naive_openblas_attention};
+  if (name == "naive-eigen") return {name, direct(naive_eigen_attention)};
+  if (name == "naive-openblas") return {name, direct(naive_openblas_attention)};
   if (name == "reference-double") {
     return {name,
-            [](const Problem& p, const float* q, const float* k, const float* v, float* out, int) {
+            direct([](const Problem& p, const float* q, const float* k, const float* v, float* out, int) {
               reference_double_attention(p, q, k, v, out);
-            },
+            }),
             512};
   }
-  if (name.rfind("plugin:", 0) == 0 || name.rfind("exec:", 0) == 0) {
-    // Out-of-process implementations, through the registry; each call's time
-    // includes the isolation (a fork per plugin call, a pipe round trip for exec:).
-    std::shared_ptr<Implementation> impl = make_implementation(name);
-    return {name, [impl](const Problem& p, const float* q, const float* k, const float* v,
-                         float* out, int threads) {
-              const Shape& s = p.shape;
-              const auto size = [](int64_t n) { return static_cast<size_t>(n); };
-              impl->forward(p, {q, size(s.q_size())}, {k, size(s.k_size())},
-                            {v, size(s.v_size())}, {out, size(s.out_size())}, {}, threads);
-            }};
+  // Everything else through the registry: plugin:PATH, exec:SPEC and the
+  // like. Their wall time includes the isolation (a fork per plugin call, a
+  // pipe round trip for exec:); the compute time they report, if any, does not.
+  std::shared_ptr<Implementation> impl;
+  try {
+    impl = make_implementation(name);
+  } catch (const InvalidInput&) {
+    if (name.rfind("plugin:", 0) == 0 || name.rfind("exec:", 0) == 0) throw;  // its own error names the problem
+    fail(fmt::format("option --impl: unknown implementation '{}'; known: {}, plugin:PATH, exec:COMMAND",
+                     name, fmt::join(bench_implementation_names(), ", ")));
   }
-  fail(fmt::format("option --impl: unknown implementation '{}'; known: {}, plugin:PATH, exec:COMMAND",
-                   name, fmt::join(bench_implementation_names(), ", ")));
+  return {name, [impl](const Problem& p, const float* q, const float* k, const float* v, float* out,
+                       int threads) {
+            const Shape& s = p.shape;
+            const auto size = [](int64_t n) { return static_cast<size_t>(n); };
+            impl->forward(p, {q, size(s.q_size())}, {k, size(s.k_size())}, {v, size(s.v_size())},
+                          {out, size(s.out_size())}, {}, threads);
+            return impl->last_compute_seconds();
+          }};
 }
 
 std::vector<std::string> bench_implementation_names() {
@@ -424,7 +453,8 @@ size_t run_benchmarks(const BenchOptions& options) {
 
   CanonicalNames<benchmark::ConsoleReporter> console(benchmark::ConsoleReporter::OO_Tabular);
   CanonicalNames<benchmark::JSONReporter> json;
-  if (options.progress) console.progress_total = total;
+  if (options.progress || options.on_progress) console.progress_total = total;
+  console.on_progress = options.on_progress;
   const size_t count = options.json_path.empty()
                            ? benchmark::RunSpecifiedBenchmarks(&console)
                            : benchmark::RunSpecifiedBenchmarks(&console, &json);

@@ -287,11 +287,28 @@ struct Layout {
 // n_k zero), and V padded to dvp columns when d_v is not a multiple of the
 // lanes. Shared by all workers: each slice is packed once, whatever the number
 // of threads, and the group is as small as keeps the threads busy.
+// The packed Kᵀ of the calling thread, kept for its next call (it grows and
+// never shrinks, like the peers' scratch): a fresh allocation of tens of MB
+// per call costs a page fault per 4 KiB page on first touch, which on virtual
+// machines took several times longer than the attention itself (n_q = 64,
+// n_k = 16384, 8 heads, d = 128: 160–280 ms instead of about 60 ms).
+inline float* PackedKtScratch(size_t count) {
+  thread_local hwy::AlignedFreeUniquePtr<float[]> buffer;
+  thread_local size_t size = 0;
+  if (size < count) {
+    buffer.reset();  // release the old one first: the peak stays one buffer
+    buffer = hwy::AllocateAligned<float>(count);
+    if (!buffer) throw std::bad_alloc();
+    size = count;
+  }
+  return buffer.get();
+}
+
 class PackedGroup {
  public:
   PackedGroup(const KernelArgs& a, const Layout& lay, int64_t slices)
       : a_(a), lay_(lay), kt_size_(lay.panels * kPanelKeys * lay.dk) {
-    kt_ = Allocate<float>(static_cast<size_t>(slices) * kt_size_);
+    kt_ = PackedKtScratch(std::max<size_t>(static_cast<size_t>(slices) * kt_size_, 1));
     kmax_ = Allocate<float>(static_cast<size_t>(slices) * lay.panels);
     if (lay.dvp != lay.dv) {
       v_size_ = lay.panels * kPanelKeys * lay.dvp;
@@ -318,7 +335,7 @@ class PackedGroup {
       for (size_t c = 0; c < dvp; ++c) vp[key * dvp + c] = key < nk && c < dv ? v[key * dv + c] : 0.0f;
   }
 
-  const float* Kt(int64_t slice) const { return kt_.get() + Offset(slice) * kt_size_; }
+  const float* Kt(int64_t slice) const { return kt_ + Offset(slice) * kt_size_; }
   /// max |k| over the keys of panel pi.
   float KMax(int64_t slice, size_t pi) const { return kmax_[Offset(slice) * lay_.panels + pi]; }
   const float* V(int64_t slice) const {
@@ -329,13 +346,14 @@ class PackedGroup {
 
  private:
   size_t Offset(int64_t slice) const { return static_cast<size_t>(slice - first_); }
-  float* KtMutable(int64_t slice) { return kt_.get() + Offset(slice) * kt_size_; }
+  float* KtMutable(int64_t slice) { return kt_ + Offset(slice) * kt_size_; }
 
   const KernelArgs& a_;
   const Layout& lay_;
   size_t kt_size_ = 0, v_size_ = 0;
   int64_t first_ = 0;
-  hwy::AlignedFreeUniquePtr<float[]> kt_, vpad_, kmax_;
+  float* kt_ = nullptr;  // PackedKtScratch of the calling thread
+  hwy::AlignedFreeUniquePtr<float[]> vpad_, kmax_;
 };
 
 // One worker's buffers for a chunk of query rows, allocated before the
@@ -499,6 +517,10 @@ class Worker {
 // so the result is bitwise identical for any count, and two threads help even
 // with one head. Rows out of fp32's range go to exact_row as in ProcessChunk.
 
+// Above this many query rows the decode path scores with the lanes over rows
+// (ScoreColumns); up to it, along d (DotFourRows, DotRow).
+constexpr size_t kColumnsMinRows = 8;
+
 // Σ_x q[x]·k[x]: vectors over x (four accumulators), the rest one by one.
 // q is padded to whole vectors and aligned; k is a row of the caller's K.
 HWY_INLINE float DotRow(DF d, const float* HWY_RESTRICT q, const float* HWY_RESTRICT k, size_t dk) {
@@ -604,6 +626,10 @@ class DecodeWorker {
     rows_ = lay.nq;
     rows4_ = hwy::DivCeil(rows_, kGroupRows) * kGroupRows;
     q_ = Allocate<float>(rows4_ * dkp_);
+#if HWY_TARGET != HWY_SCALAR
+    columns_ = rows_ > kColumnsMinRows;
+    if (columns_) qt_ = Allocate<float>(hwy::DivCeil(rows_, N) * N * lay.dk);
+#endif
     o_ = Allocate<float>(rows4_ * lay.dvp);
     s_ = Allocate<float>(rows4_ * kPanelKeys);
     m_ = Allocate<float>(rows4_);
@@ -634,6 +660,12 @@ class DecodeWorker {
       m_[r] = kNegInf;
       l_[r] = 0.0f;
       exact_[r] = 0;
+    }
+    if (columns_) {  // Qᵀ in blocks of N rows: qt_[(block · dk + x) · N + lane]
+      for (size_t r0 = 0; r0 < rows_; r0 += N)
+        for (size_t x = 0; x < dk; ++x)
+          for (size_t lane = 0; lane < N; ++lane)
+            qt_[r0 * dk + x * N + lane] = r0 + lane < rows_ ? q[(r0 + lane) * dk + x] : 0.0f;
     }
     std::fill(o_.get(), o_.get() + rows4_ * dvp, 0.0f);
     const uint8_t* mask = nullptr;
@@ -667,6 +699,7 @@ class DecodeWorker {
           const char* krow = reinterpret_cast<const char*>(k + (j0 + kPanelKeys + j) * dk);
           for (size_t c = 0; c < dk * sizeof(float); c += 64) hwy::Prefetch(krow + c);
         }
+        if (columns_) continue;  // scored below, eight keys at a time
         const float* kj = k + (j0 + j) * dk;
         size_t r = 0;
 #if HWY_TARGET != HWY_SCALAR
@@ -675,6 +708,9 @@ class DecodeWorker {
 #endif
         for (; r < rows_; ++r) s_[r * kPanelKeys + j] = DotRow(d_, q_.get() + r * dkp_, kj, dk);
       }
+#if HWY_TARGET != HWY_SCALAR
+      if (columns_) ScoreColumns(k + j0 * dk, kcount, dk);
+#endif
       for (size_t r = 0; r < rows4_; ++r) {
         float* srow = s_.get() + r * kPanelKeys;
         std::fill(srow + (r < rows_ ? kcount : 0), srow + kPanelKeys, kNegInf);
@@ -775,6 +811,44 @@ class DecodeWorker {
     return finite;
   }
 
+#if HWY_TARGET != HWY_SCALAR
+  // s_[r][j] = q_r · k_j for every row and j < kcount, with the lanes over
+  // query rows (N rows per vector, from qt_) and eight keys at a time: each
+  // FMA takes one key element broadcast, and no horizontal sums are needed.
+  // Sums run along x in order, one accumulator per (row, key).
+  HWY_NOINLINE void ScoreColumns(const float* HWY_RESTRICT k, size_t kcount, size_t dk) {
+    const size_t N = hn::Lanes(d_);
+    constexpr size_t kKeys = 8;
+    HWY_ALIGN float cols[kKeys * HWY_MAX_BYTES / sizeof(float)];
+    for (size_t r0 = 0; r0 < rows_; r0 += N) {
+      const float* HWY_RESTRICT qt = qt_.get() + r0 * dk;
+      const size_t lanes = std::min(N, rows_ - r0);
+      for (size_t j = 0; j < kcount; j += kKeys) {
+        const size_t keys = std::min(kKeys, kcount - j);
+        const float* HWY_RESTRICT kj = k + j * dk;
+        VF acc[kKeys];
+        for (size_t t = 0; t < kKeys; ++t) acc[t] = hn::Zero(d_);
+        if (keys == kKeys) {
+          for (size_t x = 0; x < dk; ++x) {
+            const VF qv = hn::Load(d_, qt + x * N);
+            for (size_t t = 0; t < kKeys; ++t) acc[t] = hn::MulAdd(qv, hn::Set(d_, kj[t * dk + x]), acc[t]);
+          }
+        } else {
+          for (size_t x = 0; x < dk; ++x) {
+            const VF qv = hn::Load(d_, qt + x * N);
+            for (size_t t = 0; t < keys; ++t) acc[t] = hn::MulAdd(qv, hn::Set(d_, kj[t * dk + x]), acc[t]);
+          }
+        }
+        for (size_t t = 0; t < keys; ++t) hn::Store(acc[t], d_, cols + t * N);
+        for (size_t lane = 0; lane < lanes; ++lane) {
+          float* HWY_RESTRICT srow = s_.get() + (r0 + lane) * kPanelKeys + j;
+          for (size_t t = 0; t < keys; ++t) srow[t] = cols[t * N + lane];
+        }
+      }
+    }
+  }
+#endif
+
   // Merges the partials of every row of a slice, in split order, and writes
   // out (and lse); rows fp32 cannot hold go to exact_row.
   void Merge(int64_t slice, int64_t splits, const DecodePartials& part) {
@@ -846,7 +920,8 @@ class DecodeWorker {
   const Layout& lay_;
   DF d_;
   size_t dkp_ = 0, rows_ = 0, rows4_ = 0;
-  hwy::AlignedFreeUniquePtr<float[]> q_, o_, s_, m_, l_, alpha_;
+  bool columns_ = false;  // scores by ScoreColumns (more than kColumnsMinRows rows)
+  hwy::AlignedFreeUniquePtr<float[]> q_, qt_, o_, s_, m_, l_, alpha_;
   hwy::AlignedFreeUniquePtr<int64_t[]> limits_;
   hwy::AlignedFreeUniquePtr<uint8_t[]> exact_;
   std::vector<long double> exact_acc_;

@@ -133,9 +133,10 @@ std::map<std::string, int> implementation_colours(const Model& model) {
 }
 
 const char* palette_colour(int index) {
-  static const char* colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd",
-                                  "#ff7f0e", "#8c564b", "#e377c2", "#17becf"};
-  return colours[(index - 1) % 8];
+  static const char* colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
+                                  "#e377c2", "#17becf", "#000080", "#bcbd22", "#7f7f7f", "#aec7e8",
+                                  "#ff9896", "#98df8a", "#c5b0d5", "#c49c94"};
+  return colours[(index - 1) % 16];
 }
 
 std::string conditions_for(const Model& model, const std::vector<const Series*>& series) {
@@ -220,12 +221,48 @@ Chart time_chart(const Model& model, const std::vector<const Series*>& series, c
   return chart;
 }
 
+/// The read bandwidth a run measured with `threads` threads: the 1-thread
+/// figure for one thread, the all-threads figure otherwise (as attncheck bench
+/// divides by).
+std::optional<double> bandwidth_for(const BenchRun& run, int threads) {
+  return threads <= 1 ? run.bandwidth_1 : run.bandwidth_all;
+}
+
 Chart gflops_chart(const Model& model, const std::vector<const Series*>& series, const std::map<std::string, int>& colours) {
   const Config& config = series.front()->config;
   Chart chart;
   chart.name = "gflops-" + config_stem(config);
   chart.section = "performance:" + config.label();
-  const std::string conditions = conditions_for(model, series);
+  std::string conditions = conditions_for(model, series);
+  // Which roof binds each point: the FMA peak unless bandwidth × intensity is lower.
+  double intensity_min = 1e300, intensity_max = 0;
+  std::vector<std::string> memory_bound;
+  for (const Series* one : series)
+    for (const Measurement& m : one->points) {
+      const Roofline r = roofline(model, m);
+      if (!r.intensity) continue;
+      intensity_min = std::min(intensity_min, *r.intensity);
+      intensity_max = std::max(intensity_max, *r.intensity);
+      if (r.binds == "memory") memory_bound.push_back(fmt::format("{} n={}", one->implementation, m.n));
+    }
+  std::string binding;
+  if (intensity_max > 0) {
+    const BenchRun& run = model.runs[series.front()->run];
+    const auto bandwidth = bandwidth_for(run, config.threads);
+    const std::string ridge =
+        bandwidth && run.peak_gflops
+            ? fmt::format("; ridge {} flop/byte = FMA peak / read bandwidth {} GB/s",
+                          format_number(*run.peak_gflops * config.threads / *bandwidth), format_number(*bandwidth))
+            : "";
+    binding = fmt::format("useful flops per byte moved {}–{}{}: {}", format_number(intensity_min),
+                          format_number(intensity_max), ridge,
+                          ridge.empty() ? "no bandwidth in the bench context, binding roof unknown"
+                          : memory_bound.empty()
+                              ? "the FMA peak binds every point"
+                              : fmt::format("memory bandwidth binds {}, the FMA peak the others",
+                                            fmt::join(memory_bound, ", ")));
+    conditions += "\n" + binding;
+  }
   // peak_fma_gflops is the probe's per-core figure; the configuration's ceiling is that times its threads.
   std::optional<double> peak;
   for (const Series* s : series)
@@ -266,6 +303,174 @@ Chart gflops_chart(const Model& model, const std::vector<const Series*>& series,
   plot.resize(plot.size() - 2);
   s += plot + "\n";
   chart.svg = s;
+  return chart;
+}
+
+/// Point types: which roof binds a point.
+constexpr int memory_point = 7;  // filled circle
+constexpr int fma_point = 5;     // filled square
+
+/// The context fields a roofline chart prints beside the build conditions.
+std::string roof_conditions(const BenchRun& run) {
+  std::vector<std::string> parts;
+  if (run.bandwidth_1)
+    parts.push_back(fmt::format("read bandwidth {} GB/s on 1 thread{}", format_number(*run.bandwidth_1),
+                                run.bandwidth_all && run.bandwidth_threads > 1
+                                    ? fmt::format(", {} GB/s on {}", format_number(*run.bandwidth_all), run.bandwidth_threads)
+                                    : ""));
+  if (run.peak_gflops) parts.push_back(fmt::format("FMA peak {} GFLOP/s per core", format_number(*run.peak_gflops)));
+  for (const char* key : {"batch", "heads"})
+    if (run.context.contains(key)) {
+      const json& v = run.context[key];
+      parts.push_back(fmt::format("{} {}", key, v.is_string() ? v.get<std::string>() : v.dump()));
+    }
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+/// A legend's name for an implementation: long specs (exec: commands,
+/// plugin paths) keep their start and end.
+std::string short_name(const std::string& name) {
+  if (name.size() <= 32) return name;
+  return name.substr(0, 14) + "…" + name.substr(name.size() - 14);
+}
+
+/// Decode and cross shapes of one (d, mask): GB/s of K, V, Q and O against n_k,
+/// one line per implementation × n_q × threads, under the measured read
+/// bandwidth for 1 thread and for all threads. A point whose arithmetic
+/// intensity puts it above the ridge is bound by the FMA peak instead: it is
+/// drawn as a square, with that roof (peak / intensity, in GB/s) dotted.
+Chart decode_chart(const Model& model, int64_t d, const std::string& mask) {
+  std::vector<const Measurement*> points;
+  for (const Measurement& m : model.cross)
+    if (m.d == d && m.mask == mask && m.gbytes_per_s) points.push_back(&m);
+  if (points.empty()) return {};
+  // Lines in first-met order of (implementation, n_q, threads); colours per (implementation, n_q).
+  std::vector<std::tuple<std::string, int64_t, int>> keys;
+  std::vector<std::pair<std::string, int64_t>> colour_keys;
+  for (const Measurement* m : points) {
+    const auto key = std::make_tuple(m->implementation, m->n_q, m->threads);
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+    const auto colour_key = std::make_pair(m->implementation, m->n_q);
+    if (std::find(colour_keys.begin(), colour_keys.end(), colour_key) == colour_keys.end())
+      colour_keys.push_back(colour_key);
+  }
+  std::sort(keys.begin(), keys.end());
+  std::sort(colour_keys.begin(), colour_keys.end());
+  std::set<size_t> runs;
+  double x_min = 1e300, x_max = 0, y_max = 0;
+  for (const Measurement* m : points) {
+    runs.insert(m->run);
+    x_min = std::min(x_min, static_cast<double>(m->n_k));
+    x_max = std::max(x_max, static_cast<double>(m->n_k));
+    y_max = std::max(y_max, *m->gbytes_per_s);
+  }
+  const BenchRun& first = model.runs[*runs.begin()];
+  std::string conditions;
+  int max_threads = 1;
+  for (const Measurement* m : points) max_threads = std::max(max_threads, m->threads);
+  std::set<int> thread_counts;
+  for (const Measurement* m : points) thread_counts.insert(m->threads);
+  for (size_t run : runs) {
+    if (!conditions.empty()) conditions += "\n";
+    std::string line = bench_conditions(model.runs[run], max_threads);
+    if (thread_counts.size() > 1) {  // bench_conditions names one thread count
+      const std::string one = fmt::format(", {} threads,", max_threads);
+      if (const size_t at = line.find(one); at != std::string::npos)
+        line.replace(at, one.size(), fmt::format(", {} threads,", fmt::join(thread_counts, " and ")));
+    }
+    conditions += line + "\n" + roof_conditions(model.runs[run]);
+  }
+
+  // Two legend columns; the chart grows with its legend.
+  const size_t entries = keys.size() + 4;
+  const size_t legend_rows = (entries + 1) / 2;
+  Chart chart;
+  chart.name = fmt::format("decode-d{}-{}", d, mask);
+  chart.section = "decode";
+  std::string s = preamble(1100, 560 + 18 * static_cast<int>(legend_rows),
+                           fmt::format("Decode and cross shapes: GB/s moved vs n_k (d={}, mask={}), under the read-bandwidth roof",
+                                       d, mask),
+                           conditions);
+  s += "set logscale x 2\nset ylabel \"GB/s moved (K and V once, Q and O)\"\n";
+  s += "set datafile missing \"NaN\"\n";
+  std::string plot = "plot ";
+  bool any_fma = false;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const auto& [impl, n_q, threads] = keys[i];
+    const int colour_index = static_cast<int>(std::find(colour_keys.begin(), colour_keys.end(),
+                                                        std::make_pair(impl, n_q)) - colour_keys.begin()) + 1;
+    std::vector<const Measurement*> line;
+    for (const Measurement* m : points)
+      if (m->implementation == impl && m->n_q == n_q && m->threads == threads) line.push_back(m);
+    std::sort(line.begin(), line.end(), [](const Measurement* a, const Measurement* b) { return a->n_k < b->n_k; });
+    // An implementation that reported its own compute time for every point is
+    // charted by it (bytes over compute time): its wall time measures the isolation.
+    const bool own_time = std::all_of(line.begin(), line.end(), [](const Measurement* m) { return m->compute_s.has_value(); });
+    // Columns: n_k, GB/s, GB/s where memory binds, GB/s where the FMA peak binds, that roof in GB/s.
+    s += fmt::format("$x{} << EOD\n", i);
+    bool has_fma = false;
+    for (const Measurement* m : line) {
+      const Roofline r = roofline(model, *m);
+      const bool fma = r.binds == "FMA";
+      has_fma = has_fma || fma;
+      const double fma_roof = fma && r.intensity && r.peak_gflops ? *r.peak_gflops / *r.intensity : NAN;
+      if (std::isfinite(fma_roof)) y_max = std::max(y_max, fma_roof);
+      const double y = own_time && *m->compute_s > 0 ? *m->gbytes_per_s * m->time_s / *m->compute_s : *m->gbytes_per_s;
+      y_max = std::max(y_max, y);
+      s += fmt::format("{} {} {} {} {}\n", m->n_k, gp_number(y), fma ? "NaN" : gp_number(y), fma ? gp_number(y) : "NaN",
+                       gp_number(fma_roof));
+    }
+    s += "EOD\n";
+    any_fma = any_fma || has_fma;
+    const char* colour = palette_colour(colour_index);
+    const int dash = threads == 1 ? 1 : 2;
+    plot += fmt::format("$x{0} using 1:2 with lines lw 2 dt {1} lc rgb \"{2}\" title {3}, "
+                        "$x{0} using 1:3 with points pt {4} ps 1 lc rgb \"{2}\" notitle, "
+                        "$x{0} using 1:4 with points pt {5} ps 1 lc rgb \"{2}\" notitle, ",
+                        i, dash, colour,
+                        quoted(fmt::format("{}, n_q={}, {} thread{}{}", short_name(impl), n_q, threads,
+                                           threads == 1 ? "" : "s", own_time ? " (own time)" : "")),
+                        memory_point, fma_point);
+    if (has_fma)
+      plot += fmt::format("$x{} using 1:5 with lines lw 1 dt 3 lc rgb \"{}\" notitle, ", i, colour);
+  }
+  std::string roofs;
+  if (first.bandwidth_1) {
+    y_max = std::max(y_max, *first.bandwidth_1);
+    plot += fmt::format("{} with lines dt 2 lw 2 lc rgb \"#000000\" title {}, ", gp_number(*first.bandwidth_1),
+                        quoted(fmt::format("read bandwidth, 1 thread: {} GB/s", format_number(*first.bandwidth_1))));
+    roofs = "the measured read bandwidth (black dashed: 1 thread";
+  }
+  if (first.bandwidth_all && first.bandwidth_threads > 1) {
+    y_max = std::max(y_max, *first.bandwidth_all);
+    plot += fmt::format("{} with lines dt 4 lw 2 lc rgb \"#777777\" title {}, ", gp_number(*first.bandwidth_all),
+                        quoted(fmt::format("read bandwidth, {} threads: {} GB/s", first.bandwidth_threads,
+                                           format_number(*first.bandwidth_all))));
+    roofs += fmt::format("; grey: {} threads", first.bandwidth_threads);
+  }
+  if (!roofs.empty()) roofs += ")";
+  // Legend entries for the point shapes.
+  plot += fmt::format("NaN with points pt {} ps 1 lc rgb \"#000000\" title \"memory bandwidth binds\", ", memory_point);
+  plot += fmt::format("NaN with points pt {} ps 1 lc rgb \"#000000\" title \"FMA peak binds (its roof dotted)\", ", fma_point);
+  plot.resize(plot.size() - 2);
+  s += fmt::format("set xrange [{}:{}]\nset yrange [0:{}]\n", gp_number(x_min / 1.4), gp_number(x_max * 1.4),
+                   gp_number(y_max * 1.15));
+  s += fmt::format("set key below left Left reverse maxrows {} font \",10\" samplen 3\n", legend_rows);
+  s += plot + "\n";
+  chart.svg = s;
+  chart.caption = fmt::format(
+      "Decode and cross shapes (n_q queries against n_k keys), d={}, mask={}: bytes moved per second (K and V "
+      "read once up to the last readable key, Q read, O written) per second of wall time, or of the "
+      "implementation's own compute time where it reported one for every point (\"own time\" in the legend; the "
+      "table below gives both), vs n_k, against {}. Solid lines: 1 thread; dashed: more. Circles are points bound by memory bandwidth (useful flops per byte below the ridge "
+      "FMA peak / bandwidth); squares are bound by the FMA peak{}. Conditions: {}",
+      d, mask, roofs.empty() ? "no measured bandwidth (the bench JSON context has none)" : roofs,
+      any_fma ? ", whose roof in GB/s (peak / intensity) is dotted" : " (none here)",
+      [&] {
+        std::string flat = conditions;
+        std::replace(flat.begin(), flat.end(), '\n', ';');
+        return flat;
+      }());
   return chart;
 }
 
@@ -608,6 +813,69 @@ Chart counterexample_chart(const VerifyRun& run, const json& property, size_t in
 
 }  // namespace
 
+Roofline roofline(const Model& model, const Measurement& m) {
+  Roofline r;
+  if (m.run >= model.runs.size()) return r;
+  const BenchRun& run = model.runs[m.run];
+  if (run.peak_gflops) r.peak_gflops = *run.peak_gflops * m.threads;
+  r.bandwidth_gbps = bandwidth_for(run, m.threads);
+  if (m.gflops && m.gbytes_per_s && *m.gbytes_per_s > 0) r.intensity = *m.gflops / *m.gbytes_per_s;
+  if (!r.intensity || !r.peak_gflops || !r.bandwidth_gbps) return r;
+  const double memory_roof = *r.bandwidth_gbps * *r.intensity;  // GFLOP/s the bandwidth allows
+  if (memory_roof < *r.peak_gflops) {
+    r.binds = "memory";
+    r.fraction = *m.gbytes_per_s / *r.bandwidth_gbps;
+  } else {
+    r.binds = "FMA";
+    r.fraction = *m.gflops / *r.peak_gflops;
+  }
+  return r;
+}
+
+std::vector<std::vector<std::string>> decode_table(const Model& model) {
+  std::vector<std::vector<std::string>> t = {{"implementation", "n_q", "n_k", "d", "mask", "threads", "time per call",
+                                              "GB/s", "GFLOP/s", "flop/byte", "binding roof", "% of binding roof",
+                                              "own compute time", "statistic"}};
+  std::vector<const Measurement*> sorted;
+  for (const Measurement& m : model.cross) sorted.push_back(&m);
+  std::stable_sort(sorted.begin(), sorted.end(), [](const Measurement* a, const Measurement* b) {
+    return std::tie(a->d, a->mask, a->implementation, a->n_q, a->threads, a->n_k) <
+           std::tie(b->d, b->mask, b->implementation, b->n_q, b->threads, b->n_k);
+  });
+  const auto number = [](const std::optional<double>& v) { return v ? format_number(*v) : std::string("—"); };
+  for (const Measurement* m : sorted) {
+    const Roofline r = roofline(model, *m);
+    std::string roof = "—";
+    if (r.binds == "memory") roof = fmt::format("memory, {} GB/s", format_number(*r.bandwidth_gbps));
+    if (r.binds == "FMA") roof = fmt::format("FMA, {} GFLOP/s", format_number(*r.peak_gflops));
+    t.push_back({m->implementation, std::to_string(m->n_q), std::to_string(m->n_k), std::to_string(m->d), m->mask,
+                 std::to_string(m->threads), format_number(m->time_s * 1e3) + " ms", number(m->gbytes_per_s),
+                 number(m->gflops), number(r.intensity), roof,
+                 r.fraction ? format_number(*r.fraction * 100, 2) + " %" : "—",
+                 m->compute_s ? format_number(*m->compute_s * 1e3) + " ms" : "—",
+                 m->statistic == "median" ? fmt::format("median of {}", m->repetitions) : "single run"});
+  }
+  return t;
+}
+
+std::vector<std::string> isolation_notes(const Model& model) {
+  std::vector<const Measurement*> all;
+  for (const Series& s : model.series)
+    for (const Measurement& m : s.points) all.push_back(&m);
+  for (const Measurement& m : model.cross) all.push_back(&m);
+  std::vector<std::string> notes;
+  for (const Measurement* m : all) {
+    if (!m->compute_s) continue;
+    const double share = 1.0 - *m->compute_s / m->time_s;
+    notes.push_back(fmt::format("{}: wall {} ms, own compute {} ms: isolation (copies, pipe or process) is {} % of "
+                                "the wall time{}",
+                                m->benchmark, format_number(m->time_s * 1e3), format_number(*m->compute_s * 1e3),
+                                format_number(std::max(0.0, share) * 100, 2),
+                                share > 0.5 ? ", so it dominates the wall time: compare its own compute time (the decode chart does)" : ""));
+  }
+  return notes;
+}
+
 std::vector<Chart> draw_charts(const Model& model, const std::string& gnuplot) {
   std::vector<Chart> scripts;
   const auto colours = implementation_colours(model);
@@ -617,6 +885,12 @@ std::vector<Chart> draw_charts(const Model& model, const std::string& gnuplot) {
     scripts.push_back(time_chart(model, series, colours));
     Chart g = gflops_chart(model, series, colours);
     if (!g.svg.empty()) scripts.push_back(std::move(g));
+  }
+  std::set<std::pair<int64_t, std::string>> cross_configs;
+  for (const Measurement& m : model.cross) cross_configs.emplace(m.d, m.mask);
+  for (const auto& [d, mask] : cross_configs) {
+    Chart c = decode_chart(model, d, mask);
+    if (!c.svg.empty()) scripts.push_back(std::move(c));
   }
   if (model.power) {
     Chart t = tightness_chart(*model.power, "", "tightness-vs-n", "power");

@@ -432,7 +432,7 @@ TEST_CASE("cross shapes are charted as GB/s vs n_k under the measured bandwidth,
   // The child's own compute time is shown, and its isolation overhead flagged.
   CHECK_THAT(md, Contains("| 2.00 ms |"));
   CHECK_THAT(md, Contains("exec:fake/n_q:1/n_k:16384/d:128/mask:none/threads:1: wall 10.0 ms, own compute 2.00 ms: "
-                          "isolation (copies, pipe or process) is 80 % of the wall time, so it dominates"));
+                          "isolation (copies, pipe or process) is 80 % of the wall time, so it dominates the wall time"));
 
   const std::string chart = script_titled(scripts, "Decode and cross shapes: GB/s moved vs n_k (d=128, mask=none)");
   // Both bandwidth roofs, and the conditions printed in the chart.

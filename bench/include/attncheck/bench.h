@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,9 +14,11 @@ namespace attncheck {
 
 /// An implementation as the benchmarks call it: the contract of attention()
 /// (q, k, v, out laid out as in problem.h; validates and throws InvalidInput),
-/// plus a thread count.
-using BenchFunction = std::function<void(const Problem& problem, const float* q, const float* k,
-                                         const float* v, float* out, int threads)>;
+/// plus a thread count. Returns the compute time the implementation reported
+/// for the call (plugins and exec children may: their wall time includes
+/// copies, a pipe or a process), or nothing.
+using BenchFunction = std::function<std::optional<double>(const Problem& problem, const float* q, const float* k,
+                                                          const float* v, float* out, int threads)>;
 
 struct BenchImplementation {
   std::string name;
@@ -24,8 +27,10 @@ struct BenchImplementation {
 };
 
 /// Maps an --impl name to its implementation: the one place where names are
-/// resolved (new kinds, such as a plugin path, go here). Throws InvalidInput
-/// naming --impl for an unknown name.
+/// resolved. fused and the peers are called directly; any other name the
+/// implementation registry knows (plugin:PATH, exec:SPEC, ...) goes through
+/// Implementation::forward(), with its last_compute_seconds() as the
+/// reported compute time. Throws InvalidInput naming --impl for an unknown name.
 BenchImplementation find_bench_implementation(const std::string& name);
 /// The names find_bench_implementation knows.
 std::vector<std::string> bench_implementation_names();
@@ -66,6 +71,9 @@ struct BenchOptions {
   bool interleave = false;
   /// Prints "[k/N benchmarks, t s elapsed]" to stderr as each benchmark finishes.
   bool progress = false;
+  /// When set, called as each benchmark finishes instead of printing that line
+  /// (with or without `progress`): (finished, total, the finished one's name).
+  std::function<void(size_t, size_t, const std::string&)> on_progress;
 };
 
 /// Parses a comma-separated list of positive integers ("64,128"); throws
