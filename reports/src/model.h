@@ -14,6 +14,9 @@
 
 namespace attncheck::report_detail {
 
+/// Text escaped for HTML content and attribute values (the report and the pages).
+std::string html_escape(const std::string& text);
+
 /// One Google Benchmark JSON file and the conditions it states.
 struct BenchRun {
   std::string file;

@@ -27,20 +27,6 @@ std::string embed_json(const nlohmann::json& data) {
   return out;
 }
 
-std::string html_escape(const std::string& text) {
-  std::string out;
-  for (const char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 std::string page_head(const std::string& title, const std::string& lang) {
   return "<!DOCTYPE html>\n<html lang=\"" + lang +
          "\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, "

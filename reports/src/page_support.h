@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "model.h"
+
 namespace attncheck::pages {
 
 /// The style sheet both pages share (tables, highlight, heatmap buckets h0…h10).
@@ -21,8 +23,8 @@ extern const char* const kCaseJs;
 /// "<\/" so that no string in the data can close the element.
 std::string embed_json(const nlohmann::json& data);
 
-/// Text escaped for HTML content and attribute values.
-std::string html_escape(const std::string& text);
+/// Text escaped for HTML content and attribute values (the report's own).
+using report_detail::html_escape;
 
 /// The start of a page: doctype, charset, title and the shared style sheet.
 std::string page_head(const std::string& title, const std::string& lang);

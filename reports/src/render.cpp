@@ -11,6 +11,21 @@
 #include "model.h"
 
 namespace attncheck::report_detail {
+
+std::string html_escape(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
 namespace {
 
 using nlohmann::json;
@@ -436,20 +451,6 @@ std::string md_table(const Table& t) {
 }
 
 // -------------------------------------------------------------------- HTML
-
-std::string html_escape(const std::string& text) {
-  std::string out;
-  for (const char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 std::string html_table(const Table& t, const std::string& css_class = "") {
   if (t.empty()) return "";
