@@ -20,5 +20,18 @@ if(ATTNCHECK_SANITIZE)
   # adds SSE4 and SSSE3. The kernels are one code at every target, and these
   # three cover 16, 8 and 1 float lanes.
   add_compile_definitions("HWY_DISABLED_TARGETS=(HWY_SSSE3|HWY_SSE4)")
+  # What the sanitized run leaves to the normal one, to keep CI short (the
+  # sanitized build and suite took 17 of 26 minutes on a 2-core machine with
+  # everything in):
+  # - the attncheck command's own files (CLI11 option parsing and glue) are not
+  #   instrumented (target_compile_options in cli/CMakeLists.txt): CLI11's
+  #   headers made them the slowest files of this build, 20-60 s each; every
+  #   library they call is instrumented;
+  # - benchmark executables and tests (bench/, reference_bench, impl_fused_bench,
+  #   reference_cli:run_checks_every_golden_case): a benchmark under a sanitizer
+  #   measures nothing;
+  # - plugin_cli:* (attncheck verify end to end on hostile plugins and exec:
+  #   children): the same loader and protocol code runs instrumented in
+  #   plugin_tests and plugin_hostile_tests.
   message(STATUS "attncheck: AddressSanitizer + UndefinedBehaviorSanitizer build (-O1)")
 endif()
