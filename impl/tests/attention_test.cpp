@@ -876,18 +876,23 @@ Inputs huge_inputs(const Shape& shape, unsigned seed, std::vector<size_t>& huge_
   return in;
 }
 
-}  // namespace
-
-TEST_CASE("rows mixing overflowing and ordinary keys, over batch and heads, every mask, 1 2 3 and all threads") {
-  const Shape shape{2, 3, 130, 150, 16, 20};
+// check_out_of_range over every mask variant of `shape`, each with huge rows
+// mixed in; returns how many variants it checked.
+int check_out_of_range_under_every_mask(const Shape& shape, unsigned mask_seed, unsigned input_seed) {
   int checked = 0;
-  for (const Problem& p : mask_variants(shape, 301)) {
+  for (const Problem& p : mask_variants(shape, mask_seed)) {
     std::vector<size_t> huge_rows;
-    const Inputs in = huge_inputs(shape, 307, huge_rows);
+    const Inputs in = huge_inputs(shape, input_seed, huge_rows);
     check_out_of_range(p, in, huge_rows);
     ++checked;
   }
-  CHECK(checked == 9);
+  return checked;
+}
+
+}  // namespace
+
+TEST_CASE("rows mixing overflowing and ordinary keys, over batch and heads, every mask, 1 2 3 and all threads") {
+  CHECK(check_out_of_range_under_every_mask({2, 3, 130, 150, 16, 20}, 301, 307) == 9);
 }
 
 TEST_CASE("every available SIMD target computes the rows fp32 cannot hold") {
@@ -1033,15 +1038,7 @@ TEST_CASE("decode shapes are accurate on every SIMD target") {
 }
 
 TEST_CASE("decode shapes: rows fp32 cannot hold, in any split, are computed on every thread count") {
-  const Shape shape{1, 2, 6, 2300, 16, 20};
-  int checked = 0;
-  for (const Problem& p : mask_variants(shape, 701)) {
-    std::vector<size_t> huge_rows;
-    const Inputs in = huge_inputs(shape, 707, huge_rows);
-    check_out_of_range(p, in, huge_rows);
-    ++checked;
-  }
-  CHECK(checked == 9);
+  CHECK(check_out_of_range_under_every_mask({1, 2, 6, 2300, 16, 20}, 701, 707) == 9);
 }
 
 TEST_CASE("decode shapes: a non-finite K or V value, read or not, throws naming it and writes nothing") {
