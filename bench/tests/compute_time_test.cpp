@@ -11,6 +11,7 @@
 
 #include "attncheck/bench.h"
 #include "attncheck/registry.h"
+#include <unistd.h>
 
 using namespace attncheck;
 
@@ -60,7 +61,7 @@ TEST_CASE("bench records the compute time an implementation reports, and the rat
   register_implementation("fake-timed:", [](const std::string& argument) {
     return std::make_unique<FakeTimed>(argument == "none" ? -1.0 : std::stod(argument));
   }, "test: reports a fixed compute time");
-  const auto dir = std::filesystem::temp_directory_path() / "attncheck-compute-time-test";
+  const auto dir = std::filesystem::temp_directory_path() / ("attncheck-compute-time-test-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
 
   const auto doc = run("fake-timed:0.0002", dir / "timed.json");

@@ -10,6 +10,7 @@
 #include "attncheck/naive.h"
 #include "attncheck/registry.h"
 #include "attncheck/verify.h"
+#include <unistd.h>
 
 using namespace attncheck;
 
@@ -197,7 +198,7 @@ TEST_CASE("correct code never fails: naive fp32 and the double reference under 2
 }
 
 TEST_CASE("a mutant's shrunk case is written and replays to the same failure", "[replay]") {
-  const std::string dir = (std::filesystem::temp_directory_path() / "attncheck-props-replay").string();
+  const std::string dir = (std::filesystem::temp_directory_path() / ("attncheck-props-replay-" + std::to_string(::getpid()))).string();
   std::filesystem::remove_all(dir);
   VerifyOptions o = quiet(5, 100);
   o.failures_dir = dir;

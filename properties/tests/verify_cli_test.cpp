@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #include <sys/wait.h>
+#include <unistd.h>
 
 namespace fs = std::filesystem;
 
@@ -19,8 +20,16 @@ struct Result {
   std::string output;
 };
 
-Result run(const std::string& args) {
-  const fs::path log = fs::temp_directory_path() / "attncheck-verify-cli.log";
+// Each test case owns a directory: ctest runs the cases of this file at once.
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / (name + "-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+Result run(const std::string& args, const fs::path& dir) {
+  const fs::path log = dir / "verify.log";
   const std::string command = std::string(ATTNCHECK_CLI) + " verify " + args + " > " + log.string() + " 2>&1";
   const int status = std::system(command.c_str());
   std::ifstream in(log);
@@ -32,9 +41,7 @@ Result run(const std::string& args) {
 }  // namespace
 
 TEST_CASE("verify rejects bad options naming them, and writes nothing", "[cli]") {
-  const fs::path dir = fs::temp_directory_path() / "attncheck-verify-cli";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = fresh_dir("attncheck-verify-cli");
   const std::string json = (dir / "v.json").string();
   const std::pair<std::string, std::string> bad[] = {
       {"--cases 0", "--cases"},
@@ -45,7 +52,7 @@ TEST_CASE("verify rejects bad options naming them, and writes nothing", "[cli]")
       {"--replay " + (dir / "missing.json").string(), "missing.json"},
   };
   for (const auto& [args, named] : bad) {
-    const Result r = run(args + " --json " + json);
+    const Result r = run(args + " --json " + json, dir);
     INFO(args << "\n" << r.output);
     CHECK(r.code == 2);
     CHECK(r.output.find(named) != std::string::npos);
@@ -55,13 +62,11 @@ TEST_CASE("verify rejects bad options naming them, and writes nothing", "[cli]")
 }
 
 TEST_CASE("verify writes JSON and JUnit, and a failure replays", "[cli]") {
-  const fs::path dir = fs::temp_directory_path() / "attncheck-verify-cli2";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = fresh_dir("attncheck-verify-cli2");
   const std::string json = (dir / "v.json").string(), junit = (dir / "v.xml").string();
   const std::string failures = (dir / "failures").string();
   Result ok = run("--impl naive-fp32 --seed 3 --cases 5 --property row_sum --property shape --json " + json +
-                  " --junit " + junit + " --failures-dir " + failures);
+                  " --junit " + junit + " --failures-dir " + failures, dir);
   INFO(ok.output);
   CHECK(ok.code == 0);
   CHECK(ok.output.find("2 passed, 0 failed") != std::string::npos);
@@ -71,7 +76,7 @@ TEST_CASE("verify writes JSON and JUnit, and a failure replays", "[cli]") {
   CHECK(fs::exists(junit));
 
   Result bad = run("--impl mutant:v_rows_misaligned --seed 3 --property differential_reference --failures-dir " +
-                   failures);
+                   failures, dir);
   INFO(bad.output);
   CHECK(bad.code == 1);
   CHECK(bad.output.find("0 passed, 1 failed") != std::string::npos);
@@ -79,23 +84,21 @@ TEST_CASE("verify writes JSON and JUnit, and a failure replays", "[cli]") {
   std::string file;  // the case file (its case page, .html, lies beside it)
   for (const auto& e : fs::directory_iterator(failures))
     if (e.path().extension() == ".json") file = e.path().string();
-  Result replay = run("--impl mutant:v_rows_misaligned --replay " + file);
+  Result replay = run("--impl mutant:v_rows_misaligned --replay " + file, dir);
   INFO(replay.output);
   CHECK(replay.code == 1);
   CHECK(replay.output.find("differential_reference") != std::string::npos);
   CHECK(replay.output.find("FAILED") != std::string::npos);
-  CHECK(run("--impl fused --replay " + file).code == 0);
+  CHECK(run("--impl fused --replay " + file, dir).code == 0);
   fs::remove_all(dir);
 }
 
 TEST_CASE("verify --mutants prints the kill matrix and exits 1 when a mutant escapes", "[cli]") {
-  const fs::path dir = fs::temp_directory_path() / "attncheck-verify-cli3";
-  fs::remove_all(dir);
+  const fs::path dir = fresh_dir("attncheck-verify-cli3");
   const std::string json = (dir / "m.json").string();
-  fs::create_directories(dir);
   // shape alone kills no_max_subtraction (it names shape) and cannot kill, say, missing_scale.
   Result r = run("--mutants --property shape --seed 1 --cases 10 --matrix-cases 5 --failures-dir " +
-                 (dir / "failures").string() + " --json " + json);
+                 (dir / "failures").string() + " --json " + json, dir);
   INFO(r.output);
   CHECK(r.code == 1);
   // The matrix row of a mutant: its name, then the cells and the verdict.
@@ -114,6 +117,6 @@ TEST_CASE("verify --mutants prints the kill matrix and exits 1 when a mutant esc
   bool escaped = false;
   for (const auto& m : j["mutants"]) escaped = escaped || m["verdict"] == "ESCAPED";
   CHECK(escaped);
-  CHECK(run("--mutants --matrix-cases 0").code == 2);
+  CHECK(run("--mutants --matrix-cases 0", dir).code == 2);
   fs::remove_all(dir);
 }

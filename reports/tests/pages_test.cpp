@@ -13,6 +13,7 @@
 #include "attncheck/registry.h"
 #include "attncheck/report.h"
 #include "attncheck/verify.h"
+#include <unistd.h>
 
 using attncheck::Case;
 using attncheck::InvalidInput;
@@ -28,7 +29,7 @@ std::string three_decimals(const attncheck::mp50& x) {
 }
 
 fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("attncheck-pages-test-" + name);
+  const fs::path dir = fs::temp_directory_path() / ("attncheck-pages-test-" + name + "-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   return dir;
 }
