@@ -1,6 +1,6 @@
 // Plain data handed from the dispatching entry point (attention.cpp) to the
-// per-target kernels (attention-inl.h). No SIMD types here: this header is
-// compiled once, the kernels once per instruction set.
+// per-target kernels (attention-inl.h, decode-inl.h). No SIMD types here:
+// this header is compiled once, the kernels once per instruction set.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +14,7 @@ namespace attncheck::detail {
 /// the chunks are spread over threads: the result is bitwise identical for any count.
 inline constexpr int64_t kChunkRows = 64;
 
-/// Decode path (attention-inl.h, RunDecode): calls with at most this many query
+/// Decode path (decode-inl.h, RunDecode): calls with at most this many query
 /// rows stream K and V once, row-major, without packing Kᵀ.
 inline constexpr int64_t kDecodeMaxRows = 16;
 /// Keys per split of the decode path: each (slice, split) is one work item

@@ -1,0 +1,489 @@
+// Per-target kernels of the decode path (n_q <= kDecodeMaxRows). Included
+// after attention-inl.h, whose kernels, layout and threads it shares, by
+// attention_kernels.cpp once per instruction set (the include guard toggles
+// with HWY_TARGET_TOGGLE).
+
+#if defined(ATTNCHECK_IMPL_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef ATTNCHECK_IMPL_DECODE_INL_H_
+#undef ATTNCHECK_IMPL_DECODE_INL_H_
+#else
+#define ATTNCHECK_IMPL_DECODE_INL_H_
+#endif
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "attention-inl.h"
+#include "hwy/aligned_allocator.h"
+#include "hwy/cache_control.h"
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+#include "kernel_args.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace attncheck::detail::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Decode path: n_q <= kDecodeMaxRows (one query row with a KV cache, or a few).
+// Such calls are memory-bound: each key is read once and meets only a few query
+// rows, so packing Kᵀ (a transposed copy of every key) would cost more than the
+// attention itself. Here K and V are streamed once, row-major, straight from
+// the caller's tensors:
+//   - the keys of each slice are cut into splits of kSplitKeys; one work item
+//     is (slice, split) and computes, for every query row, the partial running
+//     max m, sum l and unnormalised output o over its keys (blocks of
+//     kPanelKeys: dot products along d, masks, online softmax, P · V);
+//   - after a barrier the partials of each slice are merged in split order
+//     (log-sum-exp: M = max m_s, L = Σ l_s·e^(m_s − M), O = Σ o_s·e^(m_s − M)).
+// The splits do not depend on the thread count and the merge order is fixed,
+// so the result is bitwise identical for any count, and two threads help even
+// with one head. Rows out of fp32's range go to exact_row as in ProcessChunk.
+
+// Above this many query rows the decode path scores with the lanes over rows
+// (ScoreColumns); up to it, along d (DotFourRows, DotRow).
+constexpr size_t kColumnsMinRows = 8;
+
+// Σ_x q[x]·k[x]: vectors over x (four accumulators), the rest one by one.
+// q is padded to whole vectors and aligned; k is a row of the caller's K.
+HWY_INLINE float DotRow(DF d, const float* HWY_RESTRICT q, const float* HWY_RESTRICT k, size_t dk) {
+  const size_t N = hn::Lanes(d);
+  VF a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+  size_t x = 0;
+  for (; x + 4 * N <= dk; x += 4 * N) {
+    a0 = hn::MulAdd(hn::Load(d, q + x), hn::LoadU(d, k + x), a0);
+    a1 = hn::MulAdd(hn::Load(d, q + x + N), hn::LoadU(d, k + x + N), a1);
+    a2 = hn::MulAdd(hn::Load(d, q + x + 2 * N), hn::LoadU(d, k + x + 2 * N), a2);
+    a3 = hn::MulAdd(hn::Load(d, q + x + 3 * N), hn::LoadU(d, k + x + 3 * N), a3);
+  }
+  for (; x + N <= dk; x += N) a0 = hn::MulAdd(hn::Load(d, q + x), hn::LoadU(d, k + x), a0);
+  float sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+  for (; x < dk; ++x) sum += q[x] * k[x];
+  return sum;
+}
+
+#if HWY_TARGET != HWY_SCALAR
+// Four dot products s[i·ss] = q_i · k (i < 4, q_i = q + i·qs, padded and
+// aligned): k is loaded once for the four rows, and the four sums are reduced
+// together (two interleaving steps leave lane 4b + i of each 128-bit block b
+// holding a partial sum of row i), instead of one horizontal sum each.
+HWY_INLINE void DotFourRows(DF d, const float* HWY_RESTRICT q, size_t qs, const float* HWY_RESTRICT k,
+                            size_t dk, float* HWY_RESTRICT s, size_t ss) {
+  const size_t N = hn::Lanes(d);
+  VF a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+  size_t x = 0;
+  for (; x + N <= dk; x += N) {
+    const VF kv = hn::LoadU(d, k + x);
+    a0 = hn::MulAdd(hn::Load(d, q + x), kv, a0);
+    a1 = hn::MulAdd(hn::Load(d, q + qs + x), kv, a1);
+    a2 = hn::MulAdd(hn::Load(d, q + 2 * qs + x), kv, a2);
+    a3 = hn::MulAdd(hn::Load(d, q + 3 * qs + x), kv, a3);
+  }
+  const VF t01 = hn::Add(hn::InterleaveLower(d, a0, a1), hn::InterleaveUpper(d, a0, a1));
+  const VF t23 = hn::Add(hn::InterleaveLower(d, a2, a3), hn::InterleaveUpper(d, a2, a3));
+  const hn::Repartition<double, DF> dd;
+  const auto lo = hn::InterleaveLower(dd, hn::BitCast(dd, t01), hn::BitCast(dd, t23));
+  const auto hi = hn::InterleaveUpper(dd, hn::BitCast(dd, t01), hn::BitCast(dd, t23));
+  HWY_ALIGN float sums[HWY_MAX_BYTES / sizeof(float)];
+  hn::Store(hn::Add(hn::BitCast(d, lo), hn::BitCast(d, hi)), d, sums);
+  for (size_t i = 0; i < 4; ++i) {
+    float sum = sums[i];
+    for (size_t b = 4; b < N; b += 4) sum += sums[b + i];
+    for (size_t t = x; t < dk; ++t) sum += q[i * qs + t] * k[t];
+    s[i * ss] = sum;
+  }
+}
+#endif
+
+// One query row's o[0 .. kVecs·N) = alpha · o + Σ_{j<kcount} p[j] · v[j][...]
+// (v stride vs): the single-row decode step, up to 8 vectors of a V row at a
+// time so that V is read in address order.
+template <size_t kVecs>
+HWY_INLINE void AccumulateOneRow(DF d, const float* HWY_RESTRICT p, size_t kcount,
+                                 const float* HWY_RESTRICT v, size_t vs, float* HWY_RESTRICT o,
+                                 float alpha) {
+  const size_t N = hn::Lanes(d);
+  VF acc[kVecs];
+  const VF a = hn::Set(d, alpha);
+  for (size_t c = 0; c < kVecs; ++c) acc[c] = hn::Mul(hn::Load(d, o + c * N), a);
+  for (size_t j = 0; j < kcount; ++j) {
+    const VF pv = hn::Set(d, p[j]);
+    const float* HWY_RESTRICT vrow = v + j * vs;
+    for (size_t c = 0; c < kVecs; ++c) acc[c] = hn::MulAdd(pv, hn::LoadU(d, vrow + c * N), acc[c]);
+  }
+  for (size_t c = 0; c < kVecs; ++c) hn::Store(acc[c], d, o + c * N);
+}
+
+// Whether count floats are all finite (x·0 is NaN exactly where x is ±inf or NaN).
+HWY_INLINE bool AllFinite(DF d, const float* HWY_RESTRICT x, size_t count) {
+  const size_t N = hn::Lanes(d);
+  VF acc = hn::Zero(d);
+  size_t i = 0;
+  for (; i + N <= count; i += N) acc = hn::Add(acc, hn::Mul(hn::LoadU(d, x + i), hn::Zero(d)));
+  bool finite = hn::AllTrue(d, hn::Eq(acc, acc));
+  for (; i < count; ++i) finite = finite && std::isfinite(x[i]);
+  return finite;
+}
+
+// The partial results of every (slice, split, row), written by the workers and
+// read by the merge: m, l, o (dvp floats a row) and the row's exact flag.
+struct DecodePartials {
+  DecodePartials(const Layout& lay, int64_t slices, int64_t splits)
+      : rows(static_cast<size_t>(slices * splits) * lay.nq), dvp(lay.dvp) {
+    m = Allocate<float>(rows);
+    l = Allocate<float>(rows);
+    o = Allocate<float>(rows * dvp);
+    exact = Allocate<uint8_t>(rows);
+  }
+  size_t rows, dvp;
+  hwy::AlignedFreeUniquePtr<float[]> m, l, o;
+  hwy::AlignedFreeUniquePtr<uint8_t[]> exact;
+};
+
+class DecodeWorker {
+ public:
+  DecodeWorker(const KernelArgs& args, const Layout& lay)
+      : a_(args), p_(*args.problem), lay_(lay) {
+    const size_t N = hn::Lanes(d_);
+    dkp_ = hwy::DivCeil(lay.dk, N) * N;
+    rows_ = lay.nq;
+    rows4_ = hwy::DivCeil(rows_, kGroupRows) * kGroupRows;
+    q_ = Allocate<float>(rows4_ * dkp_);
+#if HWY_TARGET != HWY_SCALAR
+    columns_ = rows_ > kColumnsMinRows;
+    if (columns_) qt_ = Allocate<float>(hwy::DivCeil(rows_, N) * N * lay.dk);
+#endif
+    o_ = Allocate<float>(rows4_ * lay.dvp);
+    s_ = Allocate<float>(rows4_ * kPanelKeys);
+    m_ = Allocate<float>(rows4_);
+    l_ = Allocate<float>(rows4_);
+    alpha_ = Allocate<float>(rows4_);
+    limits_ = Allocate<int64_t>(rows4_);
+    exact_ = Allocate<uint8_t>(rows4_);
+    exact_acc_.resize(lay.dv);
+  }
+
+  // The partial of split `split` of slice `slice` over all its query rows.
+  // K and V are validated here, on the way (attention() checked Q and the rest):
+  // a non-finite key makes row 0's dot product with it non-finite, a non-finite
+  // value row 0's output (p·v is NaN or ±inf even for p = 0), and only then are
+  // the split's rows looked at; keys that no row reads are scanned. Returns
+  // false when K or V holds a non-finite value in this split.
+  bool ProcessSplit(int64_t slice, int64_t split, int64_t splits, DecodePartials& out) {
+    const size_t dk = lay_.dk, dv = lay_.dv, dvp = lay_.dvp, nq = lay_.nq, nk = lay_.nk;
+    const size_t N = hn::Lanes(d_);
+    const int64_t b = slice / p_.shape.heads, h = slice % p_.shape.heads;
+    const auto slice_z = static_cast<size_t>(slice);
+    const float* q = a_.q + slice_z * nq * dk;
+    const float* k = a_.k + slice_z * nk * dk;
+    const float* v = a_.v + slice_z * nk * dv;
+    for (size_t r = 0; r < rows4_; ++r) {
+      for (size_t x = 0; x < dkp_; ++x) q_[r * dkp_ + x] = r < rows_ && x < dk ? q[r * dk + x] : 0.0f;
+      limits_[r] = r < rows_ ? key_limit(p_, b, static_cast<int64_t>(r)) : 0;
+      m_[r] = kNegInf;
+      l_[r] = 0.0f;
+      exact_[r] = 0;
+    }
+    if (columns_) {  // Qᵀ in blocks of N rows: qt_[(block · dk + x) · N + lane]
+      for (size_t r0 = 0; r0 < rows_; r0 += N)
+        for (size_t x = 0; x < dk; ++x)
+          for (size_t lane = 0; lane < N; ++lane)
+            qt_[r0 * dk + x * N + lane] = r0 + lane < rows_ ? q[(r0 + lane) * dk + x] : 0.0f;
+    }
+    std::fill(o_.get(), o_.get() + rows4_ * dvp, 0.0f);
+    const uint8_t* mask = nullptr;
+    if (p_.mask) {
+      const ExplicitMask& em = *p_.mask;
+      const size_t mb = em.batch == 1 ? 0 : static_cast<size_t>(b);
+      const size_t mh = em.heads == 1 ? 0 : static_cast<size_t>(h);
+      mask = em.allowed.data() + (mb * static_cast<size_t>(em.heads) + mh) * nq * nk;
+    }
+    const int64_t hi = *std::max_element(limits_.get(), limits_.get() + rows_);
+    const auto k0 = static_cast<size_t>(split * kSplitKeys);
+    const size_t kend = std::min(nk, k0 + static_cast<size_t>(kSplitKeys));
+    // Keys at or past every row's limit are read by no row (causal, padding);
+    // they are only validated.
+    const size_t k1 = std::clamp(static_cast<size_t>(std::max<int64_t>(hi, 0)), k0, kend);
+    bool finite = true;
+    if (k1 < kend)
+      finite = AllFinite(d_, k + k1 * dk, (kend - k1) * dk) && AllFinite(d_, v + k1 * dv, (kend - k1) * dv);
+    const size_t dv_vecs = dv / N;
+    for (size_t j0 = k0; j0 < k1; j0 += kPanelKeys) {
+      const size_t kcount = std::min(kPanelKeys, k1 - j0);
+      // 1. Dot products along d; lanes past kcount and padding rows are -inf.
+      // Software prefetch, spread over the keys: this block's V row j (step 4
+      // reads V in column blocks, not in address order) and the next block's K
+      // row j, so that both streams keep the memory busy.
+      const bool prefetch_k = j0 + kPanelKeys < k1;
+      for (size_t j = 0; j < kcount; ++j) {
+        const char* vrow = reinterpret_cast<const char*>(v + (j0 + j) * dv);
+        for (size_t c = 0; c < dv * sizeof(float); c += 64) hwy::Prefetch(vrow + c);
+        if (prefetch_k && j0 + kPanelKeys + j < k1) {
+          const char* krow = reinterpret_cast<const char*>(k + (j0 + kPanelKeys + j) * dk);
+          for (size_t c = 0; c < dk * sizeof(float); c += 64) hwy::Prefetch(krow + c);
+        }
+        if (columns_) continue;  // scored below, eight keys at a time
+        const float* kj = k + (j0 + j) * dk;
+        size_t r = 0;
+#if HWY_TARGET != HWY_SCALAR
+        for (; r + 4 <= rows_; r += 4)
+          DotFourRows(d_, q_.get() + r * dkp_, dkp_, kj, dk, s_.get() + r * kPanelKeys + j, kPanelKeys);
+#endif
+        for (; r < rows_; ++r) s_[r * kPanelKeys + j] = DotRow(d_, q_.get() + r * dkp_, kj, dk);
+      }
+#if HWY_TARGET != HWY_SCALAR
+      if (columns_) ScoreColumns(k + j0 * dk, kcount, dk);
+#endif
+      for (size_t r = 0; r < rows4_; ++r) {
+        float* srow = s_.get() + r * kPanelKeys;
+        std::fill(srow + (r < rows_ ? kcount : 0), srow + kPanelKeys, kNegInf);
+      }
+      // 2. Overflowed readable dot products, then masks.
+      for (size_t r = 0; r < rows_; ++r) {
+        float* srow = s_.get() + r * kPanelKeys;
+        const uint8_t* mrow = mask ? mask + r * nk + j0 : nullptr;
+        const int64_t readable =
+            std::clamp<int64_t>(limits_[r] - static_cast<int64_t>(j0), 0, static_cast<int64_t>(kcount));
+        VF nonfinite = hn::Zero(d_);  // x·0 is NaN exactly where x is ±inf or NaN
+        for (size_t c = 0; c < kPanelKeys; c += N)
+          nonfinite = hn::Add(nonfinite, hn::Mul(hn::Load(d_, srow + c), hn::Zero(d_)));
+        if (!hn::AllTrue(d_, hn::Eq(nonfinite, nonfinite))) {  // lanes past kcount are -inf
+          for (size_t j = 0; j < kcount; ++j) {
+            if (std::isfinite(srow[j])) continue;
+            if (r == 0 && !AllFinite(d_, k + (j0 + j) * dk, dk)) finite = false;  // bad input
+            if (j < static_cast<size_t>(readable) && (!mrow || mrow[j])) exact_[r] = 1;
+          }
+        }
+        for (size_t j = static_cast<size_t>(readable); j < kcount; ++j) srow[j] = kNegInf;
+        if (mrow)
+          for (size_t j = 0; j < static_cast<size_t>(readable); ++j)
+            if (mrow[j] == 0) srow[j] = kNegInf;
+      }
+      // 3. Online softmax (as SoftmaxTile, row by row).
+      const VF scale = hn::Set(d_, a_.multiplier);
+      for (size_t r = 0; r < rows4_; ++r) {
+        float* srow = s_.get() + r * kPanelKeys;
+        VF vmax = hn::Load(d_, srow);
+        for (size_t c = N; c < kPanelKeys; c += N) vmax = hn::Max(vmax, hn::Load(d_, srow + c));
+        const float m_new = std::max(m_[r], hn::GetLane(hn::MaxOfLanes(d_, vmax)) * a_.multiplier);
+        if (m_new == kNegInf) {  // nothing readable yet: no weights, output stays zero
+          for (size_t c = 0; c < kPanelKeys; c += N) hn::Store(hn::Zero(d_), d_, srow + c);
+          alpha_[r] = 1.0f;
+          continue;
+        }
+        // exp(-inf) = 0 on a row's first readable block.
+        alpha_[r] = m_[r] == kNegInf ? 0.0f : std::exp(m_[r] - m_new);
+        const VF shift = hn::Set(d_, m_new);
+        VF sum = hn::Zero(d_);
+        for (size_t c = 0; c < kPanelKeys; c += N) {
+          const VF pv = hn::Exp(d_, hn::Sub(hn::Mul(hn::Load(d_, srow + c), scale), shift));
+          hn::Store(pv, d_, srow + c);
+          sum = hn::Add(sum, pv);
+        }
+        l_[r] = l_[r] * alpha_[r] + hn::GetLane(hn::SumOfLanes(d_, sum));
+        m_[r] = m_new;
+      }
+      // 4. o = alpha·o + P · V over the block's keys, V read in place.
+      const float* vblock = v + j0 * dv;
+      if (rows_ == 1) {  // one row: no padding rows, wider column blocks
+        size_t c = 0;
+        for (; c + 8 <= dv_vecs; c += 8)
+          AccumulateOneRow<8>(d_, s_.get(), kcount, vblock + c * N, dv, o_.get() + c * N, alpha_[0]);
+        for (; c + 4 <= dv_vecs; c += 4)
+          AccumulateOneRow<4>(d_, s_.get(), kcount, vblock + c * N, dv, o_.get() + c * N, alpha_[0]);
+        for (; c < dv_vecs; ++c)
+          AccumulateOneRow<1>(d_, s_.get(), kcount, vblock + c * N, dv, o_.get() + c * N, alpha_[0]);
+        for (size_t col = dv_vecs * N; col < dv; ++col) {  // columns past the last whole vector
+          float acc = o_[col] * alpha_[0];
+          for (size_t j = 0; j < kcount; ++j) acc += s_[j] * vblock[j * dv + col];
+          o_[col] = acc;
+        }
+        continue;
+      }
+      for (size_t g = 0; g < rows4_; g += kGroupRows) {
+        const float* pg = s_.get() + g * kPanelKeys;
+        float* og = o_.get() + g * dvp;
+        size_t c = 0;
+        for (; c + kGroupVecs <= dv_vecs; c += kGroupVecs)
+          AccumulateGroup<kGroupVecs>(d_, pg, kcount, vblock + c * N, dv, og + c * N, dvp, alpha_.get() + g);
+        switch (dv_vecs - c) {
+          case 3: AccumulateGroup<3>(d_, pg, kcount, vblock + c * N, dv, og + c * N, dvp, alpha_.get() + g); break;
+          case 2: AccumulateGroup<2>(d_, pg, kcount, vblock + c * N, dv, og + c * N, dvp, alpha_.get() + g); break;
+          case 1: AccumulateGroup<1>(d_, pg, kcount, vblock + c * N, dv, og + c * N, dvp, alpha_.get() + g); break;
+          default: break;
+        }
+        for (size_t r = g; r < g + kGroupRows; ++r) {  // columns past the last whole vector
+          for (size_t col = dv_vecs * N; col < dv; ++col) {
+            float acc = o_[r * dvp + col] * alpha_[r];
+            for (size_t j = 0; j < kcount; ++j) acc += s_[r * kPanelKeys + j] * vblock[j * dv + col];
+            o_[r * dvp + col] = acc;
+          }
+        }
+      }
+    }
+    // Row 0 has added p·v for every key of [k0, k1): a non-finite value shows.
+    if (k1 > k0 && !AllFinite(d_, o_.get(), dv))
+      finite = finite && AllFinite(d_, v + k0 * dv, (k1 - k0) * dv);
+    const size_t base = static_cast<size_t>(slice * splits + split) * nq;
+    for (size_t r = 0; r < rows_; ++r) {
+      out.m[base + r] = m_[r];
+      out.l[base + r] = l_[r];
+      out.exact[base + r] = exact_[r];
+      std::copy(o_.get() + r * dvp, o_.get() + (r + 1) * dvp, out.o.get() + (base + r) * dvp);
+    }
+    return finite;
+  }
+
+#if HWY_TARGET != HWY_SCALAR
+  // s_[r][j] = q_r · k_j for every row and j < kcount, with the lanes over
+  // query rows (N rows per vector, from qt_) and eight keys at a time: each
+  // FMA takes one key element broadcast, and no horizontal sums are needed.
+  // Sums run along x in order, one accumulator per (row, key).
+  HWY_NOINLINE void ScoreColumns(const float* HWY_RESTRICT k, size_t kcount, size_t dk) {
+    const size_t N = hn::Lanes(d_);
+    constexpr size_t kKeys = 8;
+    HWY_ALIGN float cols[kKeys * HWY_MAX_BYTES / sizeof(float)];
+    for (size_t r0 = 0; r0 < rows_; r0 += N) {
+      const float* HWY_RESTRICT qt = qt_.get() + r0 * dk;
+      const size_t lanes = std::min(N, rows_ - r0);
+      for (size_t j = 0; j < kcount; j += kKeys) {
+        const size_t keys = std::min(kKeys, kcount - j);
+        const float* HWY_RESTRICT kj = k + j * dk;
+        VF acc[kKeys];
+        for (size_t t = 0; t < kKeys; ++t) acc[t] = hn::Zero(d_);
+        if (keys == kKeys) {
+          for (size_t x = 0; x < dk; ++x) {
+            const VF qv = hn::Load(d_, qt + x * N);
+            for (size_t t = 0; t < kKeys; ++t) acc[t] = hn::MulAdd(qv, hn::Set(d_, kj[t * dk + x]), acc[t]);
+          }
+        } else {
+          for (size_t x = 0; x < dk; ++x) {
+            const VF qv = hn::Load(d_, qt + x * N);
+            for (size_t t = 0; t < keys; ++t) acc[t] = hn::MulAdd(qv, hn::Set(d_, kj[t * dk + x]), acc[t]);
+          }
+        }
+        for (size_t t = 0; t < keys; ++t) hn::Store(acc[t], d_, cols + t * N);
+        for (size_t lane = 0; lane < lanes; ++lane) {
+          float* HWY_RESTRICT srow = s_.get() + (r0 + lane) * kPanelKeys + j;
+          for (size_t t = 0; t < keys; ++t) srow[t] = cols[t * N + lane];
+        }
+      }
+    }
+  }
+#endif
+
+  // Merges the partials of every row of a slice, in split order, and writes
+  // out (and lse); rows fp32 cannot hold go to exact_row.
+  void Merge(int64_t slice, int64_t splits, const DecodePartials& part) {
+    const size_t dv = lay_.dv, dvp = lay_.dvp, nq = lay_.nq, nk = lay_.nk;
+    const int64_t b = slice / p_.shape.heads, h = slice % p_.shape.heads;
+    const auto slice_z = static_cast<size_t>(slice);
+    const size_t N = hn::Lanes(d_);
+    float* o = o_.get();
+    for (size_t r = 0; r < rows_; ++r) {
+      float row_max = kNegInf;
+      bool exact = false;
+      for (int64_t sp = 0; sp < splits; ++sp) {
+        const size_t at = static_cast<size_t>(slice * splits + sp) * nq + r;
+        row_max = std::max(row_max, part.m[at]);
+        exact = exact || part.exact[at];
+      }
+      float l = 0.0f;
+      std::fill(o, o + dvp, 0.0f);
+      if (row_max != kNegInf && row_max < kInf) {
+        for (int64_t sp = 0; sp < splits; ++sp) {
+          const size_t at = static_cast<size_t>(slice * splits + sp) * nq + r;
+          if (part.m[at] == kNegInf) continue;  // nothing readable in this split
+          const float f = std::exp(part.m[at] - row_max);
+          l += part.l[at] * f;
+          const VF vf = hn::Set(d_, f);
+          const float* po = part.o.get() + at * dvp;
+          for (size_t c = 0; c < dvp; c += N)
+            hn::Store(hn::MulAdd(hn::Load(d_, po + c), vf, hn::Load(d_, o + c)), d_, o + c);
+        }
+      }
+      float* out = a_.out + (slice_z * nq + r) * dv;
+      float* lse = a_.lse ? a_.lse + slice_z * nq + r : nullptr;
+      // A max of +inf or NaN, or a sum of inf or NaN: a logit beyond float.
+      exact = exact || !(row_max < kInf) || !(l < kInf);
+      if (!exact && l > 0.0f) {
+        const VF vl = hn::Set(d_, l);
+        VF nonfinite = hn::Zero(d_);
+        for (size_t c = 0; c < dvp; c += N) {
+          const VF x = hn::Div(hn::Load(d_, o + c), vl);
+          hn::Store(x, d_, o + c);
+          nonfinite = hn::Add(nonfinite, hn::Mul(x, hn::Zero(d_)));
+        }
+        std::copy(o, o + dv, out);
+        exact = !hn::AllTrue(d_, hn::Eq(nonfinite, nonfinite));  // Σ p·v overflowed
+        if (lse) *lse = row_max + std::log(l);
+      } else if (!exact) {
+        // No weight: an empty row under the zero policy, unless every readable logit is -inf.
+        const auto limit = static_cast<size_t>(key_limit(p_, b, static_cast<int64_t>(r)));
+        if (p_.mask) {
+          const ExplicitMask& em = *p_.mask;
+          const size_t mb = em.batch == 1 ? 0 : static_cast<size_t>(b);
+          const size_t mh = em.heads == 1 ? 0 : static_cast<size_t>(h);
+          const uint8_t* mrow = em.allowed.data() + ((mb * static_cast<size_t>(em.heads) + mh) * nq + r) * nk;
+          exact = std::any_of(mrow, mrow + limit, [](uint8_t m) { return m != 0; });
+        } else {
+          exact = limit > 0;
+        }
+        std::fill(out, out + dv, 0.0f);
+        if (lse) *lse = kNegInf;
+      }
+      if (exact)
+        exact_row(p_, a_.q, a_.k, a_.v, b, h, static_cast<int64_t>(r), exact_acc_.data(), out, lse, nullptr);
+    }
+  }
+
+ private:
+  const KernelArgs& a_;
+  const Problem& p_;
+  const Layout& lay_;
+  DF d_;
+  size_t dkp_ = 0, rows_ = 0, rows4_ = 0;
+  bool columns_ = false;  // scores by ScoreColumns (more than kColumnsMinRows rows)
+  hwy::AlignedFreeUniquePtr<float[]> q_, qt_, o_, s_, m_, l_, alpha_;
+  hwy::AlignedFreeUniquePtr<int64_t[]> limits_;
+  hwy::AlignedFreeUniquePtr<uint8_t[]> exact_;
+  std::vector<long double> exact_acc_;
+};
+
+// The decode path on `threads` threads: phase 1 hands out (slice, split) items
+// through an atomic counter, phase 2 (after a barrier) the slices' merges.
+// Returns false, having written nothing, when K or V holds a non-finite value.
+bool RunDecode(const KernelArgs& a, int64_t threads) {
+  const DF d;
+  const Layout lay(a, d);
+  const int64_t slices = a.problem->shape.batch * a.problem->shape.heads;
+  const int64_t splits = a.splits_per_slice;
+  DecodePartials partials(lay, slices, splits);
+  std::vector<std::unique_ptr<DecodeWorker>> workers;
+  for (int64_t t = 0; t < threads; ++t) workers.push_back(std::make_unique<DecodeWorker>(a, lay));
+
+  std::atomic<int64_t> next_item{0}, next_slice{0};
+  std::atomic<bool> finite{true};
+  std::barrier sync(static_cast<std::ptrdiff_t>(threads));
+  auto work = [&](DecodeWorker& worker) {
+    for (int64_t i; (i = next_item.fetch_add(1, std::memory_order_relaxed)) < slices * splits;)
+      if (!worker.ProcessSplit(i / splits, i % splits, splits, partials))
+        finite.store(false, std::memory_order_relaxed);
+    sync.arrive_and_wait();  // orders every store above before the loads below
+    if (!finite.load(std::memory_order_relaxed)) return;
+    for (int64_t s; (s = next_slice.fetch_add(1, std::memory_order_relaxed)) < slices;)
+      worker.Merge(s, splits, partials);
+  };
+  RunOnThreads(workers, sync, work);
+  return finite.load();
+}
+
+}  // namespace attncheck::detail::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard toggle
