@@ -51,6 +51,7 @@
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 #include "kernel_args.h"
+#include "thread_pool.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace attncheck::detail::HWY_NAMESPACE {
@@ -501,20 +502,15 @@ class Worker {
   std::vector<long double> exact_acc_;            ///< exact_row's scratch, d_v values
 };
 
-// Runs work(*workers[t]) on `threads` threads, the caller's being the first.
-// A thread that cannot start leaves `sync`, so the others do its share.
+// Runs work(*workers[t]) on `threads` threads, the caller's being the first
+// (thread_pool.h). A thread that cannot start leaves `sync`, so the others do its share.
 template <class Worker, class Barrier, class Work>
 void RunOnThreads(std::vector<std::unique_ptr<Worker>>& workers, Barrier& sync, const Work& work) {
-  const auto threads = static_cast<int64_t>(workers.size());
-  std::vector<std::thread> pool;
-  try {
-    for (int64_t t = 1; t < threads; ++t) pool.emplace_back(work, std::ref(*workers[t]));
-  } catch (...) {
-    for (auto missing = threads - 1 - static_cast<int64_t>(pool.size()); missing > 0; --missing)
-      sync.arrive_and_drop();
-  }
-  work(*workers[0]);
-  for (auto& thread : pool) thread.join();
+  run_concurrently(
+      static_cast<int64_t>(workers.size()), [&](int64_t t) { work(*workers[static_cast<size_t>(t)]); },
+      [&](int64_t missing) {
+        for (; missing > 0; --missing) sync.arrive_and_drop();
+      });
 }
 
 // The tiled path on `threads` threads (the caller's included). Slices are

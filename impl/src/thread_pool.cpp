@@ -1,0 +1,134 @@
+#include "thread_pool.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace attncheck::detail {
+namespace {
+
+// Iterations a thread polls for work (or the caller for completion) before it
+// sleeps: about a tenth of a millisecond, so back-to-back calls (a benchmark,
+// the heads of a model) skip the sleep and wake-up of a condition variable.
+constexpr int kSpins = 4000;
+
+inline void pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+class Pool {
+ public:
+  // Starts threads until there are `wanted` (fewer if the system refuses);
+  // returns how many there are.
+  int64_t grow(int64_t wanted) {
+    while (static_cast<int64_t>(threads_.size()) < wanted) {
+      try {
+        threads_.emplace_back([this, index = static_cast<int64_t>(threads_.size())] { serve(index); });
+      } catch (...) {
+        break;
+      }
+    }
+    return static_cast<int64_t>(threads_.size());
+  }
+
+  // task(1) … task(helpers) on the pool's first `helpers` threads; then waits
+  // for them after the caller's own task(0).
+  void run(int64_t helpers, const std::function<void(int64_t)>& task) {
+    {
+      std::lock_guard lock(mutex_);
+      task_ = &task;
+      helpers_ = helpers;
+      pending_.store(helpers);
+      generation_.fetch_add(1);
+    }
+    wake_.notify_all();
+    task(0);
+    for (int spin = 0; spin < kSpins && pending_.load() != 0; ++spin) pause();
+    if (pending_.load() != 0) {
+      std::unique_lock lock(mutex_);
+      done_.wait(lock, [&] { return pending_.load() == 0; });
+    }
+  }
+
+ private:
+  void serve(int64_t index) {
+    uint64_t seen = 0;
+    for (;;) {
+      for (int spin = 0; spin < kSpins && generation_.load() == seen; ++spin) pause();
+      const std::function<void(int64_t)>* task;
+      int64_t helpers;
+      {
+        std::unique_lock lock(mutex_);
+        wake_.wait(lock, [&] { return generation_.load() != seen; });
+        seen = generation_.load();
+        task = task_;
+        helpers = helpers_;
+      }
+      if (index >= helpers) continue;
+      (*task)(index + 1);
+      if (pending_.fetch_sub(1) == 1) {
+        std::lock_guard lock(mutex_);  // so that the caller cannot miss the notification
+        done_.notify_one();
+      }
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  std::vector<std::thread> threads_;  // never joined: the pool lives as long as the process
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int64_t> pending_{0};
+  const std::function<void(int64_t)>* task_ = nullptr;
+  int64_t helpers_ = 0;
+};
+
+// One pool per process, never destroyed (its threads may still wait at exit).
+Pool& shared_pool() {
+  static Pool* pool = new Pool;
+  return *pool;
+}
+
+std::mutex pool_in_use;
+const pid_t pool_owner = ::getpid();
+
+void run_on_fresh_threads(int64_t count, const std::function<void(int64_t)>& task,
+                          const std::function<void(int64_t)>& unstarted) {
+  std::vector<std::thread> threads;
+  try {
+    for (int64_t t = 1; t < count; ++t) threads.emplace_back(task, t);
+  } catch (...) {
+  }
+  const auto started = static_cast<int64_t>(threads.size());
+  if (started < count - 1) unstarted(count - 1 - started);
+  task(0);
+  for (auto& thread : threads) thread.join();
+}
+
+}  // namespace
+
+void run_concurrently(int64_t count, const std::function<void(int64_t)>& task,
+                      const std::function<void(int64_t)>& unstarted) {
+  if (count <= 1) {
+    task(0);
+    return;
+  }
+  // A forked child has none of its parent's pool threads (only the forking one).
+  std::unique_lock use(pool_in_use, std::try_to_lock);
+  if (!use.owns_lock() || ::getpid() != pool_owner) {
+    run_on_fresh_threads(count, task, unstarted);
+    return;
+  }
+  Pool& pool = shared_pool();
+  const int64_t helpers = std::min(pool.grow(count - 1), count - 1);
+  if (helpers < count - 1) unstarted(count - 1 - helpers);
+  pool.run(helpers, task);
+}
+
+}  // namespace attncheck::detail
