@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -118,6 +119,13 @@ TEST_CASE("attncheck bench runs cross shapes --n-q × --n-k with bytes, GB/s and
   CHECK(std::stoll(context.at("read_bandwidth_buffer_bytes").get<std::string>()) >= (int64_t{64} << 20));
   CHECK(context.at("heads") == "2");
   CHECK(context.at("batch") == "2");
+  // The probes ran before and after the benchmarks; the roof is the higher of each.
+  const auto figure = [&](const std::string& key) { return std::stod(context.at(key).get<std::string>()); };
+  for (const std::string key : {"peak_fma_gflops", "read_bandwidth_gbps_1_thread", "read_bandwidth_gbps_all_threads"}) {
+    INFO(key);
+    CHECK(figure(key) == std::max(figure(key + "_before"), figure(key + "_after")));
+  }
+  const double peak = figure("peak_fma_gflops");
   std::set<std::string> iterations, big_o;
   for (const auto& b : doc.at("benchmarks")) {
     const std::string name = b.at("name").get<std::string>();
@@ -135,6 +143,10 @@ TEST_CASE("attncheck bench runs cross shapes --n-q × --n-k with bytes, GB/s and
             Approx(b.at("bytes").get<double>() / (bw1 * 1e9)).epsilon(1e-3));
       CHECK(b.at("flops").get<double>() * b.at("real_time").get<double>() * 1e-3 ==
             Approx(4.0 * 4 * 16 * n_q * n_k).epsilon(1e-6));
+      CHECK(b.at("peak_fraction").get<double>() == Approx(b.at("gflops").get<double>() / peak).epsilon(1e-3));
+    } else if (b.value("aggregate_name", "") == "median") {
+      CHECK(b.at("bandwidth_fraction").get<double>() == Approx(b.at("gbytes_per_s").get<double>() / bw1).epsilon(1e-3));
+      CHECK(b.at("peak_fraction").get<double>() == Approx(b.at("gflops").get<double>() / peak).epsilon(1e-3));
     } else if (b.value("aggregate_name", "") == "BigO") {
       big_o.insert(name);
       CHECK(b.at("big_o") == (name.find("/n_q:") != std::string::npos ? "N" : "N^2"));
