@@ -238,9 +238,10 @@ void run_main_job(const RunArgs& args) {
   run_benchmarks_logged(bench, bench_log, /*truncate=*/true);
   report_inputs.bench_files.push_back(bench.json_path);
 
-  // Decode shapes (a few query rows against a long KV cache, 8 heads, d = 128):
-  // memory-bound, judged by bytes moved against the measured read bandwidth.
-  // Their own file; the report charts them against the read-bandwidth roof.
+  // Decode and cross shapes (a few to a few hundred query rows against a long
+  // KV cache, 8 heads, d = 128): the fewest rows are memory-bound, judged by
+  // bytes moved against the measured read bandwidth, the most bound by the FMA
+  // peak. Their own file; the report charts each point against the roof that binds it.
   fmt::print("\n-- decode shapes --\n");
   BenchOptions decode = bench;
   decode.impls = args.quick ? std::vector<std::string>{"fused"} : std::vector<std::string>{"fused", "naive-openblas"};
@@ -249,7 +250,7 @@ void run_main_job(const RunArgs& args) {
   decode.n.clear();
   decode.d = {128};
   decode.heads = 8;
-  decode.n_q = args.quick ? std::vector<int64_t>{1, 4} : std::vector<int64_t>{1, 4, 16};
+  decode.n_q = args.quick ? std::vector<int64_t>{1, 4} : std::vector<int64_t>{1, 4, 16, 64, 256};
   // Quick: 32 MB of K and V, about the last-level cache of many machines, so
   // closer to a cache roof; the full run goes well beyond it.
   decode.n_k = args.quick ? std::vector<int64_t>{4096} : std::vector<int64_t>{4096, 16384, 65536};
