@@ -56,7 +56,7 @@ TEST_CASE("every property holds for the fused path (fresh seed)", "[suite]") {
   CHECK(all_passed(r));
 }
 
-TEST_CASE("every mutant is killed by a property expected to kill it, within the default budget", "[mutants]") {
+TEST_CASE("every mutant is killed by a property expected to kill it, within the default budget", "[mutants]" ATTNCHECK_NO_SANITIZE) {
   VerifyOptions o = quiet(1, VerifyOptions{}.cases);
   const auto results = hunt_mutants(o);
   REQUIRE(results.size() == all_flaws().size());
@@ -183,7 +183,7 @@ TEST_CASE("only a FAILED verdict with a counterexample kills", "[mutants]") {
         MutantVerdict::killed_as_expected);
 }
 
-TEST_CASE("correct code never fails: naive fp32 and the double reference under 20 seeds", "[false-alarm]") {
+TEST_CASE("correct code never fails: naive fp32 and the double reference under 20 seeds", "[false-alarm]" ATTNCHECK_NO_SANITIZE) {
   std::vector<std::string> names = {"naive-fp32", "reference-double"};
   for (const auto& [name, description] : implementation_list())
     if (name == "naive-eigen") names.push_back(name);
