@@ -2,9 +2,11 @@
 // this file once per instruction set through hwy/foreach_target.h, so the
 // include guard toggles with HWY_TARGET_TOGGLE instead of #pragma once.
 //
-// Work is split into items (batch, head, chunk of kChunkRows query rows). For
-// each item the keys are walked in panels of kPanelKeys; each panel meets each
-// tile of kTileRows query rows:
+// Work is split into items (batch, head, chunk of kChunkRows query rows; when
+// streaming on one thread or with two slices or more per thread, a chunk is
+// the whole slice).
+// For each item the keys are walked in panels of kPanelKeys; each panel meets
+// each tile of kTileRows query rows:
 //   1. scores  S[tile][panel] = Q_tile · Kᵀ_panel (Kᵀ packed per slice, so a
 //      vector of keys is Σ_x broadcast(q[r][x]) · Kᵀ[x][keys]);
 //   2. masks   only where the panel crosses a row's key limit or an explicit
@@ -16,9 +18,19 @@
 //      keeps); the online update keeps the running max m, running sum l, and
 //      the factor alpha = exp(m_old - m_new) that rescales the partial output;
 //   4. output  O_tile = alpha · O_tile + P · V_panel (lanes over d_v).
+// Where Kᵀ comes from depends on n_q (RunTiled):
+//   - up to kStreamMaxRows query rows (a few chunks per slice) the chunk packs
+//     each panel itself right before using it, into a buffer of its own that
+//     stays in cache (PackKtPanel: N × N blocks transposed in registers), while
+//     the next panel's keys and values are prefetched; it checks K and V for
+//     values that are not finite as it reads them, and the output is staged
+//     and copied out only when none was found (RunStreamed);
+//   - beyond, all threads first pack a group of slices (PackedGroup), then
+//     compute its chunks: each panel is then read by many chunks.
 // Nothing of size n_q × n_k exists: the extra memory is the packed Kᵀ (and V
-// when d_v needs padding) of one group of slices, shared by the threads, plus
-// O(kChunkRows · d) per thread.
+// when d_v needs padding) of one group of slices, shared by the threads, or
+// when streaming one panel per thread and the staged output; plus
+// O(chunk rows · d) per thread (chunk rows at most kStreamMaxRows).
 // Calls with n_q <= kDecodeMaxRows take the decode path instead (RunDecode,
 // decode-inl.h): K and V streamed once in place, keys split into fixed blocks.
 // Out of fp32 range (DESIGN.md, "Range"): a row whose running max becomes +inf,
@@ -89,9 +101,37 @@ HWY_INLINE float MaxAbs(DF d, const float* HWY_RESTRICT x, size_t count) {
 // measurable time (the partial sums go through the L1-resident score tile).
 constexpr size_t kDotBlock = 8;
 
+// Cache lines to fetch ahead (the next panel's keys and values when
+// streaming), one per step of the score loops: issued all at once they fill
+// the core's miss buffers and stall it.
+class Prefetcher {
+ public:
+  // Up to two ranges (the next panel's keys and values); more are ignored.
+  void Add(const float* x, size_t count) {
+    if (ranges_ == 2) return;
+    begin_[ranges_] = reinterpret_cast<const char*>(x);
+    end_[ranges_++] = reinterpret_cast<const char*>(x + count);
+  }
+  HWY_INLINE void Step() {
+    while (current_ < ranges_ && begin_[current_] >= end_[current_]) ++current_;
+    if (current_ == ranges_) return;
+    hwy::Prefetch(begin_[current_]);
+    begin_[current_] += 64;
+  }
+  void Finish() {
+    for (; current_ < ranges_; ++current_)
+      for (; begin_[current_] < end_[current_]; begin_[current_] += 64) hwy::Prefetch(begin_[current_]);
+  }
+
+ private:
+  const char* begin_[2] = {};
+  const char* end_[2] = {};
+  size_t ranges_ = 0, current_ = 0;
+};
+
 template <size_t kVecs>
 HWY_INLINE void ScoreGroup(DF d, const float* HWY_RESTRICT q, size_t dk,
-                           const float* HWY_RESTRICT kt, float* HWY_RESTRICT s) {
+                           const float* HWY_RESTRICT kt, float* HWY_RESTRICT s, Prefetcher& ahead) {
   const size_t N = hn::Lanes(d);
   for (size_t x0 = 0; x0 < dk; x0 += kDotBlock) {
     const size_t x1 = std::min(dk, x0 + kDotBlock);
@@ -99,6 +139,7 @@ HWY_INLINE void ScoreGroup(DF d, const float* HWY_RESTRICT q, size_t dk,
     for (size_t r = 0; r < kGroupRows; ++r)
       for (size_t c = 0; c < kVecs; ++c) acc[r][c] = hn::Zero(d);
     for (size_t x = x0; x < x1; ++x) {
+      ahead.Step();
       const float* HWY_RESTRICT krow = kt + x * kPanelKeys;
       VF kv[kVecs];
       for (size_t c = 0; c < kVecs; ++c) kv[c] = hn::Load(d, krow + c * N);
@@ -118,7 +159,7 @@ HWY_INLINE void ScoreGroup(DF d, const float* HWY_RESTRICT q, size_t dk,
 
 // Scores of one tile (kTileRows rows) against one panel (kPanelKeys keys).
 HWY_INLINE void ScoreTile(DF d, const float* HWY_RESTRICT q, size_t dk,
-                          const float* HWY_RESTRICT panel, float* HWY_RESTRICT s) {
+                          const float* HWY_RESTRICT panel, float* HWY_RESTRICT s, Prefetcher& ahead) {
   const size_t N = hn::Lanes(d);
   const size_t vecs = kPanelKeys / N;
   for (size_t g = 0; g < kTileRows; g += kGroupRows) {
@@ -126,8 +167,8 @@ HWY_INLINE void ScoreTile(DF d, const float* HWY_RESTRICT q, size_t dk,
     float* sg = s + g * kPanelKeys;
     size_t c = 0;
     for (; c + kGroupVecs <= vecs; c += kGroupVecs)
-      ScoreGroup<kGroupVecs>(d, qg, dk, panel + c * N, sg + c * N);
-    for (; c < vecs; ++c) ScoreGroup<1>(d, qg, dk, panel + c * N, sg + c * N);
+      ScoreGroup<kGroupVecs>(d, qg, dk, panel + c * N, sg + c * N, ahead);
+    for (; c < vecs; ++c) ScoreGroup<1>(d, qg, dk, panel + c * N, sg + c * N, ahead);
   }
 }
 
@@ -284,16 +325,97 @@ struct Layout {
   double overflow_free = 0.0;  ///< max|q|·max|k| below which no fp32 dot product overflows
 };
 
-// Kᵀ of a group of consecutive slices in panels [d_k][kPanelKeys] (keys past
-// n_k zero), and V padded to dvp columns when d_v is not a multiple of the
-// lanes. Shared by all workers: each slice is packed once, whatever the number
-// of threads, and the group is as small as keeps the threads busy.
-// The packed Kᵀ of the calling thread, kept for its next call (it grows and
-// never shrinks, like the peers' scratch): a fresh allocation of tens of MB
-// per call costs a page fault per 4 KiB page on first touch, which on virtual
-// machines took several times longer than the attention itself (n_q = 64,
-// n_k = 16384, 8 heads, d = 128: 160–280 ms instead of about 60 ms).
-inline float* PackedKtScratch(size_t count) {
+// Whether count floats are all finite (x·0 is NaN exactly where x is ±inf or NaN).
+HWY_INLINE bool AllFiniteValues(DF d, const float* HWY_RESTRICT x, size_t count) {
+  const size_t N = hn::Lanes(d);
+  VF nonfinite = hn::Zero(d);
+  size_t i = 0;
+  for (; i + N <= count; i += N) nonfinite = hn::Add(nonfinite, hn::Mul(hn::LoadU(d, x + i), hn::Zero(d)));
+  bool finite = hn::AllTrue(d, hn::Eq(nonfinite, nonfinite));
+  for (; i < count; ++i) finite = finite && std::isfinite(x[i]);
+  return finite;
+}
+
+#if HWY_TARGET != HWY_SCALAR
+// Transposes the N × N block rows[0 .. N) in registers: log2(N) rounds that
+// each put the even lanes of every pair of rows in the first half of the rows
+// and the odd lanes in the second (each round rotates the bits of the index
+// row·N + column right by one; log2(N) rounds swap row and column).
+HWY_INLINE void TransposeBlock(DF d, VF* rows) {
+  constexpr size_t kN = hn::MaxLanes(DF());
+  VF next[kN];
+  for (size_t round = 1; round < kN; round *= 2) {
+    for (size_t i = 0; i < kN / 2; ++i) {
+      next[i] = hn::ConcatEven(d, rows[2 * i + 1], rows[2 * i]);
+      next[kN / 2 + i] = hn::ConcatOdd(d, rows[2 * i + 1], rows[2 * i]);
+    }
+    for (size_t i = 0; i < kN; ++i) rows[i] = next[i];
+  }
+}
+#endif
+
+// Packs panel pi of one slice's K ([n_k][d_k], row-major) as Kᵀ [d_k][kPanelKeys]
+// (keys past n_k zero), N × N blocks transposed in registers. Returns max |k|
+// over the panel; clears `finite` when one of its keys holds a value that is not.
+HWY_INLINE float PackKtPanel(DF d, const float* HWY_RESTRICT k, size_t nk, size_t dk, size_t pi,
+                             float* HWY_RESTRICT panel, bool& finite) {
+  const size_t key0 = pi * kPanelKeys;
+  size_t simd_columns = 0;  // columns [0, simd_columns) of every key go through registers
+  VF vmax = hn::Zero(d);
+  VF nonfinite = hn::Zero(d);
+#if HWY_TARGET != HWY_SCALAR
+  constexpr size_t kN = hn::MaxLanes(DF());
+  static_assert(kPanelKeys % kN == 0);
+  if (key0 + kPanelKeys <= nk && hn::Lanes(d) == kN) {
+    simd_columns = dk / kN * kN;
+    for (size_t j = 0; j < kPanelKeys; j += kN) {
+      const float* HWY_RESTRICT kj = k + (key0 + j) * dk;
+      for (size_t x = 0; x < simd_columns; x += kN) {
+        VF rows[kN];
+        for (size_t i = 0; i < kN; ++i) {
+          rows[i] = hn::LoadU(d, kj + i * dk + x);
+          vmax = hn::Max(vmax, hn::Abs(rows[i]));
+          nonfinite = hn::Add(nonfinite, hn::Mul(rows[i], hn::Zero(d)));
+        }
+        TransposeBlock(d, rows);
+        for (size_t i = 0; i < kN; ++i) hn::Store(rows[i], d, panel + (x + i) * kPanelKeys + j);
+      }
+    }
+  }
+#endif
+  float kmax = hn::GetLane(hn::MaxOfLanes(d, vmax));
+  bool ok = hn::AllTrue(d, hn::Eq(nonfinite, nonfinite));
+  for (size_t j = 0; j < kPanelKeys; ++j) {
+    const size_t key = key0 + j;
+    for (size_t x = simd_columns; x < dk; ++x) {
+      const float value = key < nk ? k[key * dk + x] : 0.0f;
+      panel[x * kPanelKeys + j] = value;
+      kmax = std::max(kmax, std::abs(value));
+      ok = ok && std::isfinite(value);
+    }
+  }
+  if (!ok) finite = false;
+  return kmax;
+}
+
+// Keys [pi·kPanelKeys, +kPanelKeys) of one slice's V ([n_k][d_v]) with rows
+// padded to dvp columns (zeros past d_v and past n_k), for the register
+// blocks of AccumulateTile, which load whole vectors.
+inline void PadVPanel(const float* HWY_RESTRICT v, const Layout& lay, size_t pi, float* HWY_RESTRICT out) {
+  for (size_t j = 0; j < kPanelKeys; ++j) {
+    const size_t key = pi * kPanelKeys + j;
+    for (size_t c = 0; c < lay.dvp; ++c)
+      out[j * lay.dvp + c] = key < lay.nk && c < lay.dv ? v[key * lay.dv + c] : 0.0f;
+  }
+}
+
+// The calling thread's scratch, kept for its next call (it grows and never
+// shrinks, like the peers' scratch): the packed Kᵀ of a group of slices, or
+// the staged output when streaming. A fresh allocation of tens of MB per call
+// costs a page fault per 4 KiB page on first touch, which on virtual machines
+// took several times longer than the attention itself (n_q = 64, n_k = 16384,
+// 8 heads, d = 128: 160–280 ms instead of about 60 ms).
+inline float* CallScratch(size_t count) {
   thread_local hwy::AlignedFreeUniquePtr<float[]> buffer;
   thread_local size_t size = 0;
   if (size < count) {
@@ -305,11 +427,15 @@ inline float* PackedKtScratch(size_t count) {
   return buffer.get();
 }
 
+// Kᵀ of a group of consecutive slices in panels [d_k][kPanelKeys] (keys past
+// n_k zero), and V padded to dvp columns when d_v is not a multiple of the
+// lanes. Shared by all workers: each slice is packed once, whatever the number
+// of threads, and the group is as small as keeps the threads busy.
 class PackedGroup {
  public:
   PackedGroup(const KernelArgs& a, const Layout& lay, int64_t slices)
       : a_(a), lay_(lay), kt_size_(lay.panels * kPanelKeys * lay.dk) {
-    kt_ = PackedKtScratch(std::max<size_t>(static_cast<size_t>(slices) * kt_size_, 1));
+    kt_ = CallScratch(std::max<size_t>(static_cast<size_t>(slices) * kt_size_, 1));
     kmax_ = Allocate<float>(static_cast<size_t>(slices) * lay.panels);
     if (lay.dvp != lay.dv) {
       v_size_ = lay.panels * kPanelKeys * lay.dvp;
@@ -321,19 +447,14 @@ class PackedGroup {
 
   // Packs panel pi of a slice of the current group.
   void PackPanel(int64_t slice, size_t pi) {
-    const size_t dk = lay_.dk, dv = lay_.dv, dvp = lay_.dvp, nk = lay_.nk;
+    const size_t dk = lay_.dk, dv = lay_.dv, nk = lay_.nk;
     const float* k = a_.k + static_cast<size_t>(slice) * nk * dk;
-    float* panel = KtMutable(slice) + pi * dk * kPanelKeys;
-    for (size_t j = 0; j < kPanelKeys; ++j) {
-      const size_t key = pi * kPanelKeys + j;
-      for (size_t x = 0; x < dk; ++x) panel[x * kPanelKeys + j] = key < nk ? k[key * dk + x] : 0.0f;
-    }
-    kmax_[Offset(slice) * lay_.panels + pi] = MaxAbs(DF(), panel, dk * kPanelKeys);
+    bool finite = true;  // K was validated before the call
+    kmax_[Offset(slice) * lay_.panels + pi] =
+        PackKtPanel(DF(), k, nk, dk, pi, KtMutable(slice) + pi * dk * kPanelKeys, finite);
     if (!vpad_) return;
     const float* v = a_.v + static_cast<size_t>(slice) * nk * dv;
-    float* vp = vpad_.get() + Offset(slice) * v_size_;
-    for (size_t key = pi * kPanelKeys; key < (pi + 1) * kPanelKeys; ++key)
-      for (size_t c = 0; c < dvp; ++c) vp[key * dvp + c] = key < nk && c < dv ? v[key * dv + c] : 0.0f;
+    PadVPanel(v, lay_, pi, vpad_.get() + Offset(slice) * v_size_ + pi * kPanelKeys * lay_.dvp);
   }
 
   const float* Kt(int64_t slice) const { return kt_ + Offset(slice) * kt_size_; }
@@ -353,39 +474,53 @@ class PackedGroup {
   const Layout& lay_;
   size_t kt_size_ = 0, v_size_ = 0;
   int64_t first_ = 0;
-  float* kt_ = nullptr;  // PackedKtScratch of the calling thread
+  float* kt_ = nullptr;  // CallScratch of the calling thread
   hwy::AlignedFreeUniquePtr<float[]> vpad_, kmax_;
 };
 
-// One worker's buffers for a chunk of query rows, allocated before the
-// workers start and reused for every chunk.
+// One worker's buffers for a chunk of query rows (chunk_rows, a multiple of
+// kTileRows), allocated before the workers start and reused for every chunk.
+// A row's result does not depend on the chunk size: tiles start at multiples
+// of kTileRows whatever it is, and every tile is computed alike.
 class Worker {
  public:
-  Worker(const KernelArgs& args, const Layout& lay) : a_(args), p_(*args.problem), lay_(lay) {
-    q_ = Allocate<float>(kChunk * lay.dk);
-    o_ = Allocate<float>(kChunk * lay.dvp);
+  Worker(const KernelArgs& args, const Layout& lay, size_t chunk_rows)
+      : a_(args), p_(*args.problem), lay_(lay), chunk_rows_(chunk_rows) {
+    q_ = Allocate<float>(chunk_rows * lay.dk);
+    o_ = Allocate<float>(chunk_rows * lay.dvp);
     s_ = Allocate<float>(kTileRows * kPanelKeys);
-    m_ = Allocate<float>(kChunk);
-    l_ = Allocate<float>(kChunk);
-    alpha_ = Allocate<float>(kChunk);
-    limits_ = Allocate<int64_t>(kChunk);
-    tile_qmax_ = Allocate<float>(kChunk / kTileRows);
-    exact_ = Allocate<uint8_t>(kChunk);
+    m_ = Allocate<float>(chunk_rows);
+    l_ = Allocate<float>(chunk_rows);
+    alpha_ = Allocate<float>(chunk_rows);
+    limits_ = Allocate<int64_t>(chunk_rows);
+    tile_qmax_ = Allocate<float>(chunk_rows / kTileRows);
+    exact_ = Allocate<uint8_t>(chunk_rows);
     exact_acc_.resize(lay.dv);
   }
 
-  void ProcessChunk(int64_t slice, int64_t chunk, const PackedGroup& packed) {
+  // Streaming (packed == nullptr): the panel buffers this worker packs into.
+  void AllocatePanels() {
+    kt_panel_ = Allocate<float>(lay_.dk * kPanelKeys);
+    if (lay_.dvp != lay_.dv) v_panel_ = Allocate<float>(kPanelKeys * lay_.dvp);
+  }
+
+  // Computes chunk `chunk` of slice `slice` and writes its rows of a_.out
+  // (and a_.lse). With packed == nullptr it streams: packs each Kᵀ panel
+  // itself, checks every value of K and V it reads, and returns false
+  // (writing nothing) when one is not finite.
+  bool ProcessChunk(int64_t slice, int64_t chunk, const PackedGroup* packed) {
     const size_t dk = lay_.dk, dv = lay_.dv, dvp = lay_.dvp, nq = lay_.nq, nk = lay_.nk;
     const int64_t heads = p_.shape.heads;
     const int64_t b = slice / heads;
     const int64_t h = slice % heads;
-    const size_t r0 = static_cast<size_t>(chunk) * kChunk;
-    const size_t rows = std::min(kChunk, nq - r0);
+    const size_t r0 = static_cast<size_t>(chunk) * chunk_rows_;
+    const size_t rows = std::min(chunk_rows_, nq - r0);
     const size_t tiles = hwy::DivCeil(rows, kTileRows);
     const size_t slice_z = static_cast<size_t>(slice);
-    const float* kt = packed.Kt(slice);
-    const float* v = packed.V(slice);
-    const size_t vs = packed.VStride();
+    const float* kt = packed ? packed->Kt(slice) : nullptr;
+    const float* k = a_.k + slice_z * nk * dk;  // streaming: K and V as the caller holds them
+    const float* v = packed ? packed->V(slice) : a_.v + slice_z * nk * dv;
+    const size_t vs = packed ? packed->VStride() : (v_panel_ ? dvp : dv);
     // The chunk's Q rows; rows past its end are zero (and discarded).
     const float* q = a_.q + (slice_z * nq + r0) * dk;
     for (size_t r = 0; r < tiles * kTileRows; ++r)
@@ -408,11 +543,44 @@ class Worker {
       mask = em.allowed.data() + ((mb * static_cast<size_t>(em.heads) + mh) * nq + r0) * nk;
     }
 
+    const int64_t chunk_hi = *std::max_element(limits_.get(), limits_.get() + rows);
     for (size_t pi = 0; pi < lay_.panels; ++pi) {
       const int64_t j0 = static_cast<int64_t>(pi * kPanelKeys);
       const size_t kcount = std::min(kPanelKeys, nk - pi * kPanelKeys);
-      const float* panel = kt + pi * dk * kPanelKeys;
-      const float* vpanel = v + pi * kPanelKeys * vs;
+      const float* panel = nullptr;
+      const float* vpanel = nullptr;
+      Prefetcher ahead;
+      float kmax = 0.0f;
+      if (packed) {
+        panel = kt + pi * dk * kPanelKeys;
+        vpanel = v + pi * kPanelKeys * vs;
+        kmax = packed->KMax(slice, pi);
+      } else {
+        // Every chunk checks every value of K and V (a panel no row of the
+        // chunk reads included): the write of its rows waits for no other chunk.
+        bool finite = true;
+        const float* vkeys = v + pi * kPanelKeys * dv;
+        if (j0 >= chunk_hi) {
+          if (!AllFiniteValues(d_, k + pi * kPanelKeys * dk, kcount * dk) ||
+              !AllFiniteValues(d_, vkeys, kcount * dv))
+            return false;
+          continue;
+        }
+        kmax = PackKtPanel(d_, k, nk, dk, pi, kt_panel_.get(), finite);
+        if (!finite || !AllFiniteValues(d_, vkeys, kcount * dv)) return false;
+        panel = kt_panel_.get();
+        vpanel = vkeys;
+        if (v_panel_) {
+          PadVPanel(v, lay_, pi, v_panel_.get());
+          vpanel = v_panel_.get();
+        }
+        // The next panel's keys and values, fetched while this one is computed.
+        if (pi + 1 < lay_.panels) {
+          const size_t next = std::min(kPanelKeys, nk - (pi + 1) * kPanelKeys);
+          ahead.Add(k + (pi + 1) * kPanelKeys * dk, next * dk);
+          ahead.Add(v + (pi + 1) * kPanelKeys * dv, next * dv);
+        }
+      }
       for (size_t t = 0; t < tiles; ++t) {
         const size_t tr0 = t * kTileRows;
         const size_t trows = std::min(kTileRows, rows - tr0);
@@ -420,8 +588,8 @@ class Worker {
         const int64_t lo = *std::min_element(lim, lim + trows);
         const int64_t hi = *std::max_element(lim, lim + trows);
         if (j0 >= hi) continue;  // causal or padded: no row of the tile reads this panel
-        ScoreTile(d_, q_.get() + tr0 * dk, dk, panel, s_.get());
-        if (static_cast<double>(tile_qmax_[t]) * packed.KMax(slice, pi) >= lay_.overflow_free)
+        ScoreTile(d_, q_.get() + tr0 * dk, dk, panel, s_.get(), ahead);
+        if (static_cast<double>(tile_qmax_[t]) * kmax >= lay_.overflow_free)
           FindOverflow(lim, j0, mask ? mask + tr0 * nk + pi * kPanelKeys : nullptr, trows, exact_.get() + tr0);
         if (mask || j0 + static_cast<int64_t>(kPanelKeys) > lo)
           MaskTile(d_, s_.get(), lim, j0, mask ? mask + tr0 * nk + pi * kPanelKeys : nullptr, nk,
@@ -430,6 +598,7 @@ class Worker {
         AccumulateTile(d_, s_.get(), kcount, vpanel, vs, o_.get() + tr0 * dvp, dvp,
                        alpha_.get() + tr0);
       }
+      ahead.Finish();
     }
 
     float* out = a_.out + (slice_z * nq + r0) * dv;
@@ -462,6 +631,7 @@ class Worker {
         exact_row(p_, a_.q, a_.k, a_.v, b, h, static_cast<int64_t>(r0 + r), exact_acc_.data(),
                   out + r * dv, lse, nullptr);
     }
+    return true;
   }
 
 
@@ -495,8 +665,10 @@ class Worker {
   const KernelArgs& a_;
   const Problem& p_;
   const Layout& lay_;
+  const size_t chunk_rows_;
   DF d_;
   hwy::AlignedFreeUniquePtr<float[]> q_, o_, s_, m_, l_, alpha_, tile_qmax_;
+  hwy::AlignedFreeUniquePtr<float[]> kt_panel_, v_panel_;  ///< streaming: the panel being read
   hwy::AlignedFreeUniquePtr<int64_t[]> limits_;
   hwy::AlignedFreeUniquePtr<uint8_t[]> exact_;  ///< rows to recompute in long double
   std::vector<long double> exact_acc_;            ///< exact_row's scratch, d_v values
@@ -513,7 +685,50 @@ void RunOnThreads(std::vector<std::unique_ptr<Worker>>& workers, Barrier& sync, 
       });
 }
 
-// The tiled path on `threads` threads (the caller's included). Slices are
+// Streaming (n_q <= kStreamMaxRows): the chunks of every slice handed out one
+// at a time through an atomic counter, each packing its own panels. The rows
+// go to a staging buffer (the calling thread's scratch), copied to the output
+// only when no chunk met a value of K or V that is not finite: on bad input
+// nothing is written.
+bool RunStreamed(const KernelArgs& a, const Layout& lay, int64_t threads) {
+  const int64_t slices = a.problem->shape.batch * a.problem->shape.heads;
+  // One chunk per slice, so that each panel is packed once, on one thread or
+  // when there are slices enough for every thread; chunks of kChunkRows otherwise.
+  const bool whole_slices = threads == 1 || slices >= 2 * threads;
+  const size_t chunk_rows = whole_slices ? hwy::DivCeil(lay.nq, kTileRows) * kTileRows : kChunk;
+  const auto chunks = static_cast<int64_t>(hwy::DivCeil(lay.nq, chunk_rows));
+  const size_t out_size = static_cast<size_t>(slices) * lay.nq * lay.dv;
+  const size_t lse_size = a.lse ? static_cast<size_t>(slices) * lay.nq : 0;
+  float* staging = CallScratch(out_size + lse_size);
+  KernelArgs staged = a;
+  staged.out = staging;
+  staged.lse = a.lse ? staging + out_size : nullptr;
+
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (int64_t t = 0; t < threads; ++t) {
+    workers.push_back(std::make_unique<Worker>(staged, lay, chunk_rows));
+    workers.back()->AllocatePanels();
+  }
+  std::atomic<int64_t> next{0};
+  std::atomic<bool> not_finite{false};
+  std::barrier sync(static_cast<std::ptrdiff_t>(threads));  // only left by threads that cannot start
+  auto work = [&](Worker& worker) {
+    for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < slices * chunks;) {
+      if (not_finite.load(std::memory_order_relaxed)) break;
+      // last chunks first: under a causal mask they cost the most
+      if (!worker.ProcessChunk(i / chunks, chunks - 1 - i % chunks, nullptr))
+        not_finite.store(true, std::memory_order_relaxed);
+    }
+  };
+  RunOnThreads(workers, sync, work);
+  if (not_finite.load()) return false;
+  std::copy(staging, staging + out_size, a.out);
+  if (a.lse) std::copy(staging + out_size, staging + out_size + lse_size, a.lse);
+  return true;
+}
+
+// The tiled path on `threads` threads (the caller's included). Up to
+// kStreamMaxRows query rows it streams (RunStreamed). Otherwise slices are
 // taken in groups; for each group all workers first pack its panels, then
 // compute its chunks, both handed out one at a time through an atomic counter
 // (so a thread that finishes early takes more), with a barrier after each
@@ -522,6 +737,7 @@ void RunOnThreads(std::vector<std::unique_ptr<Worker>>& workers, Barrier& sync, 
 bool RunTiled(const KernelArgs& a, int64_t threads) {
   const DF d;
   const Layout lay(a, d);
+  if (static_cast<int64_t>(lay.nq) <= kStreamMaxRows) return RunStreamed(a, lay, threads);
   const int64_t slices = a.problem->shape.batch * a.problem->shape.heads;
   const int64_t chunks = a.chunks_per_slice;
   const auto panels = static_cast<int64_t>(lay.panels);
@@ -532,7 +748,7 @@ bool RunTiled(const KernelArgs& a, int64_t threads) {
 
   PackedGroup packed(a, lay, group);
   std::vector<std::unique_ptr<Worker>> workers;
-  for (int64_t t = 0; t < threads; ++t) workers.push_back(std::make_unique<Worker>(a, lay));
+  for (int64_t t = 0; t < threads; ++t) workers.push_back(std::make_unique<Worker>(a, lay, kChunk));
 
   // Phase state, changed only by the barrier's completion step.
   int64_t current = 0;
@@ -557,7 +773,7 @@ bool RunTiled(const KernelArgs& a, int64_t threads) {
         if (packing)
           packed.PackPanel(first + i / panels, static_cast<size_t>(i % panels));
         else  // last chunks first: under a causal mask they cost the most
-          worker.ProcessChunk(first + i / chunks, chunks - 1 - i % chunks, packed);
+          worker.ProcessChunk(first + i / chunks, chunks - 1 - i % chunks, &packed);
       }
       sync.arrive_and_wait();
     }

@@ -136,7 +136,9 @@ void attention(const Problem& problem, const float* q, const float* k, const flo
                const AttentionOptions& options) {
   validate_problem(problem);
   const bool decode = problem.shape.n_q <= detail::kDecodeMaxRows;
-  if (decode)
+  // The decode path and the streaming tiled path check K and V as they read them.
+  const bool kv_in_kernel = problem.shape.n_q <= detail::kStreamMaxRows;
+  if (kv_in_kernel)
     validate_call_but_kv_values(problem, q, k, v);
   else
     validate_call(problem, q, k, v);
@@ -149,7 +151,7 @@ void attention(const Problem& problem, const float* q, const float* k, const flo
                                      options.threads));
     args.multiplier = float_multiplier(problem);
   } catch (const InvalidInput&) {
-    if (decode) validate_call(problem, q, k, v);  // a bad K or V is reported first, as before
+    if (kv_in_kernel) validate_call(problem, q, k, v);  // a bad K or V is reported first, as before
     throw;
   }
   args.problem = &problem;
@@ -169,7 +171,7 @@ void attention(const Problem& problem, const float* q, const float* k, const flo
   threads = std::min(threads, args.total_items);
 
   if (!detail::run_attention(args, threads)) {
-    // K or V holds a value that is not finite (decode path): name it.
+    // K or V holds a value that is not finite (decode or streaming path): name it.
     validate_call(problem, q, k, v);
     throw InvalidInput("K/V: a value is not finite");  // not reached: validate_call names it
   }

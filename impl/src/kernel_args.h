@@ -14,6 +14,15 @@ namespace attncheck::detail {
 /// the chunks are spread over threads: the result is bitwise identical for any count.
 inline constexpr int64_t kChunkRows = 64;
 
+/// Tiled path: calls with at most this many query rows (a few chunks per
+/// slice) stream K: each chunk packs every Kᵀ panel itself right before it
+/// uses it, into a buffer of its own that stays in cache, instead of a first
+/// phase packing whole slices through memory. They check K and V for values
+/// that are not finite as they read them (attention() leaves that check to
+/// the kernels, as for the decode path) and write the output only once every
+/// value has been read.
+inline constexpr int64_t kStreamMaxRows = 8 * kChunkRows;
+
 /// Decode path (decode-inl.h, RunDecode): calls with at most this many query
 /// rows stream K and V once, row-major, without packing Kᵀ.
 inline constexpr int64_t kDecodeMaxRows = 16;

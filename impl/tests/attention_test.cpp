@@ -308,20 +308,24 @@ TEST_CASE("the log-sum-exp output equals the oracle's and is -inf for empty rows
 }
 
 TEST_CASE("the output is bitwise identical for 1 2 3 and hardware threads") {
-  for (Causal c : {Causal::none, Causal::top_left}) {
-    Problem p;
-    p.shape = {2, 3, 300, 257, 33, 40};  // 5 chunks of query rows per slice, 30 work items
-    p.causal = c;
-    const Inputs in = normal_inputs(p.shape, 21);
-    std::vector<float> lse1, lse_n;
-    const auto one = run_fused(p, in, 1, &lse1);
-    // Repeated, so that a race between workers has several chances to show.
-    for (int repeat = 0; repeat < 8; ++repeat) {
-      for (int threads : {2, 3, 0}) {
-        INFO("threads " << threads << " repeat " << repeat);
-        const auto many = run_fused(p, in, threads, &lse_n);
-        CHECK(std::memcmp(one.data(), many.data(), one.size() * sizeof(float)) == 0);
-        CHECK(std::memcmp(lse1.data(), lse_n.data(), lse1.size() * sizeof(float)) == 0);
+  // 300 query rows: streamed (kStreamMaxRows), a slice or 64 rows per chunk
+  // depending on the threads; 600: packed groups, 10 chunks per slice.
+  for (const Shape& shape : {Shape{2, 3, 300, 257, 33, 40}, Shape{1, 2, 600, 150, 17, 20}}) {
+    for (Causal c : {Causal::none, Causal::top_left}) {
+      Problem p;
+      p.shape = shape;
+      p.causal = c;
+      const Inputs in = normal_inputs(p.shape, 21);
+      std::vector<float> lse1, lse_n;
+      const auto one = run_fused(p, in, 1, &lse1);
+      // Repeated, so that a race between workers has several chances to show.
+      for (int repeat = 0; repeat < 8; ++repeat) {
+        for (int threads : {2, 3, 0}) {
+          INFO("threads " << threads << " repeat " << repeat);
+          const auto many = run_fused(p, in, threads, &lse_n);
+          CHECK(std::memcmp(one.data(), many.data(), one.size() * sizeof(float)) == 0);
+          CHECK(std::memcmp(lse1.data(), lse_n.data(), lse1.size() * sizeof(float)) == 0);
+        }
       }
     }
   }
@@ -1021,7 +1025,10 @@ TEST_CASE("decode shapes are accurate on every SIMD target") {
     attncheck::force_target(name);
     INFO("target " << name);
     unsigned seed = 600;
-    for (const Shape& shape : {Shape{1, 2, 3, 2100, 20, 12}, Shape{2, 1, 16, 1100, 64, 40}}) {
+    // n_q = 3 scores key by key, 7 four keys at a time (d_k = 37: a tail past
+    // the last whole vector), 16 with the rows in the lanes.
+    for (const Shape& shape : {Shape{1, 2, 3, 2100, 20, 12}, Shape{1, 2, 7, 1100, 37, 20},
+                               Shape{2, 1, 16, 1100, 64, 40}}) {
       Problem p;
       p.shape = shape;
       p.causal = Causal::bottom_right;
@@ -1042,51 +1049,112 @@ TEST_CASE("decode shapes: rows fp32 cannot hold, in any split, are computed on e
 }
 
 TEST_CASE("decode shapes: a non-finite K or V value, read or not, throws naming it and writes nothing") {
-  const Shape shape{2, 2, 3, 2100, 8, 5};
-  const Inputs good = normal_inputs(shape, 801);
-  const float poison = std::bit_cast<float>(0x7fc0deadu);
-  Problem padded;  // keys past 1500 of batch 1 and past 1000 of batch 0 are read by no row
-  padded.shape = shape;
-  padded.key_lengths = {1000, 1500};
-  Problem masked;  // key 7 of every row masked out
-  masked.shape = shape;
-  masked.mask = ExplicitMask{1, 1, std::vector<uint8_t>(static_cast<size_t>(shape.n_q * shape.n_k), 1)};
-  for (int64_t i = 0; i < shape.n_q; ++i) masked.mask->allowed[static_cast<size_t>(i * shape.n_k + 7)] = 0;
-  const size_t dk = 8, dv = 5, nk = 2100;
-  struct Bad {
-    const char* what;
-    const Problem* problem;
-    bool in_k;
-    size_t index;
-    float value;
-  };
-  const Bad cases[] = {
-      {"K[", &padded, true, (0 * nk + 10) * dk + 3, std::nanf("")},             // read
-      {"K[", &padded, true, (2 * nk + 1800) * dk, std::numeric_limits<float>::infinity()},  // not read
-      {"V[", &padded, false, (3 * nk + 2050) * dv + 4, -std::numeric_limits<float>::infinity()},  // not read
-      {"V[", &padded, false, (1 * nk + 1999) * dv + 1, std::nanf("")},           // split 1, read... past 1000: not read
-      {"V[", &masked, false, (1 * nk + 7) * dv + 2, std::numeric_limits<float>::infinity()},  // masked key
-      {"V[", &masked, false, (3 * nk + 1500) * dv, std::nanf("")},               // read
-      {"K[", &masked, true, (2 * nk + 7) * dk + 1, std::nanf("")},               // masked key
-  };
-  for (const Bad& c : cases) {
-    for (int threads : {1, 2}) {
-      INFO(c.what << c.index << " threads " << threads);
-      Inputs in = good;
-      (c.in_k ? in.k : in.v)[c.index] = c.value;
-      std::vector<float> out(static_cast<size_t>(shape.out_size()), poison);
-      std::vector<float> lse(static_cast<size_t>(shape.batch * shape.heads * shape.n_q), poison);
-      attncheck::AttentionOptions options;
-      options.threads = threads;
-      options.lse = lse.data();
-      try {
-        attncheck::attention(*c.problem, in.q.data(), in.k.data(), in.v.data(), out.data(), options);
-        FAIL("no exception");
-      } catch (const attncheck::InvalidInput& e) {
-        CHECK_THAT(e.what(), Catch::Contains(c.what));
+  // n_q = 3 scores key by key, n_q = 6 four keys at a time.
+  for (const int64_t n_q : {3, 6}) {
+    const Shape shape{2, 2, n_q, 2100, 8, 5};
+    const Inputs good = normal_inputs(shape, 801);
+    const float poison = std::bit_cast<float>(0x7fc0deadu);
+    Problem padded;  // keys past 1500 of batch 1 and past 1000 of batch 0 are read by no row
+    padded.shape = shape;
+    padded.key_lengths = {1000, 1500};
+    Problem masked;  // key 7 of every row masked out
+    masked.shape = shape;
+    masked.mask = ExplicitMask{1, 1, std::vector<uint8_t>(static_cast<size_t>(shape.n_q * shape.n_k), 1)};
+    for (int64_t i = 0; i < shape.n_q; ++i) masked.mask->allowed[static_cast<size_t>(i * shape.n_k + 7)] = 0;
+    const size_t dk = 8, dv = 5, nk = 2100;
+    struct Bad {
+      const char* what;
+      const Problem* problem;
+      bool in_k;
+      size_t index;
+      float value;
+    };
+    const Bad cases[] = {
+        {"K[", &padded, true, (0 * nk + 10) * dk + 3, std::nanf("")},             // read
+        {"K[", &padded, true, (2 * nk + 1800) * dk, std::numeric_limits<float>::infinity()},  // not read
+        {"V[", &padded, false, (3 * nk + 2050) * dv + 4, -std::numeric_limits<float>::infinity()},  // not read
+        {"V[", &padded, false, (1 * nk + 1999) * dv + 1, std::nanf("")},           // split 1, read... past 1000: not read
+        {"V[", &masked, false, (1 * nk + 7) * dv + 2, std::numeric_limits<float>::infinity()},  // masked key
+        {"V[", &masked, false, (3 * nk + 1500) * dv, std::nanf("")},               // read
+        {"K[", &masked, true, (2 * nk + 7) * dk + 1, std::nanf("")},               // masked key
+    };
+    for (const Bad& c : cases) {
+      for (int threads : {1, 2}) {
+        INFO(c.what << c.index << " n_q " << n_q << " threads " << threads);
+        Inputs in = good;
+        (c.in_k ? in.k : in.v)[c.index] = c.value;
+        std::vector<float> out(static_cast<size_t>(shape.out_size()), poison);
+        std::vector<float> lse(static_cast<size_t>(shape.batch * shape.heads * shape.n_q), poison);
+        attncheck::AttentionOptions options;
+        options.threads = threads;
+        options.lse = lse.data();
+        try {
+          attncheck::attention(*c.problem, in.q.data(), in.k.data(), in.v.data(), out.data(), options);
+          FAIL("no exception");
+        } catch (const attncheck::InvalidInput& e) {
+          CHECK_THAT(e.what(), Catch::Contains(c.what));
+        }
+        CHECK(std::all_of(out.begin(), out.end(), [](float x) { return std::bit_cast<uint32_t>(x) == 0x7fc0deadu; }));
+        CHECK(std::all_of(lse.begin(), lse.end(), [](float x) { return std::bit_cast<uint32_t>(x) == 0x7fc0deadu; }));
       }
-      CHECK(std::all_of(out.begin(), out.end(), [](float x) { return std::bit_cast<uint32_t>(x) == 0x7fc0deadu; }));
-      CHECK(std::all_of(lse.begin(), lse.end(), [](float x) { return std::bit_cast<uint32_t>(x) == 0x7fc0deadu; }));
+    }
+  }
+}
+
+TEST_CASE("streamed tiled shapes: a non-finite K or V value, read or not, throws naming it and writes nothing") {
+  // n_q in (kDecodeMaxRows, kStreamMaxRows]: each chunk packs its own panels and
+  // checks K and V as it goes; the rows are written only once all are checked.
+  // d_v = 5 pads V into the worker's panel buffer, d_v = 16 reads it in place.
+  for (const size_t dv : {5, 16}) {
+    const Shape shape{2, 2, 100, 700, 16, static_cast<int64_t>(dv)};
+    const Inputs good = normal_inputs(shape, 811);
+    const float poison = std::bit_cast<float>(0x7fc0deadu);
+    Problem padded;  // batch 0 reads keys below 300 (panels 5-10 read by no row), batch 1 below 650
+    padded.shape = shape;
+    padded.key_lengths = {300, 650};
+    Problem masked;  // key 7 of every row masked out
+    masked.shape = shape;
+    masked.mask = ExplicitMask{1, 1, std::vector<uint8_t>(static_cast<size_t>(shape.n_q * shape.n_k), 1)};
+    for (int64_t i = 0; i < shape.n_q; ++i) masked.mask->allowed[static_cast<size_t>(i * shape.n_k + 7)] = 0;
+    const size_t dk = 16, nk = 700;
+    const float inf = std::numeric_limits<float>::infinity();
+    struct Bad {
+      const char* what;
+      const Problem* problem;
+      bool in_k;
+      size_t index;
+      float value;
+    };
+    const Bad cases[] = {
+        {"K[", &padded, true, (0 * nk + 10) * dk + 3, std::nanf("")},    // read
+        {"K[", &padded, true, (1 * nk + 500) * dk + 15, inf},            // in a panel no row reads
+        {"K[", &padded, true, (2 * nk + 690) * dk + 9, -inf},            // past the key length, in a read panel
+        {"V[", &padded, false, (3 * nk + 699) * dv + dv - 1, -inf},     // the same, last (partial) panel
+        {"V[", &padded, false, (0 * nk + 400) * dv, std::nanf("")},      // in a panel no row reads
+        {"V[", &padded, false, (1 * nk + 20) * dv + 2, inf},             // read
+        {"V[", &masked, false, (1 * nk + 7) * dv + 2, inf},              // masked key
+        {"K[", &masked, true, (2 * nk + 7) * dk + 1, std::nanf("")},     // masked key
+        {"K[", &masked, true, (3 * nk + 130) * dk + 4, std::nanf("")},   // read
+    };
+    for (const Bad& c : cases) {
+      for (int threads : {1, 2, 3}) {
+        INFO(c.what << c.index << " d_v " << dv << " threads " << threads);
+        Inputs in = good;
+        (c.in_k ? in.k : in.v)[c.index] = c.value;
+        std::vector<float> out(static_cast<size_t>(shape.out_size()), poison);
+        std::vector<float> lse(static_cast<size_t>(shape.batch * shape.heads * shape.n_q), poison);
+        attncheck::AttentionOptions options;
+        options.threads = threads;
+        options.lse = lse.data();
+        try {
+          attncheck::attention(*c.problem, in.q.data(), in.k.data(), in.v.data(), out.data(), options);
+          FAIL("no exception");
+        } catch (const attncheck::InvalidInput& e) {
+          CHECK_THAT(e.what(), Catch::Contains(c.what));
+        }
+        CHECK(std::all_of(out.begin(), out.end(), [](float x) { return std::bit_cast<uint32_t>(x) == 0x7fc0deadu; }));
+        CHECK(std::all_of(lse.begin(), lse.end(), [](float x) { return std::bit_cast<uint32_t>(x) == 0x7fc0deadu; }));
+      }
     }
   }
 }
