@@ -46,8 +46,13 @@ namespace hn = hwy::HWY_NAMESPACE;
 // with one head. Rows out of fp32's range go to exact_row as in ProcessChunk.
 
 // Above this many query rows the decode path scores with the lanes over rows
-// (ScoreColumns); up to it, along d (DotFourRows, DotRow).
+// (ScoreColumns); up to it, along d: four keys at a time for every four rows
+// (ScoreFourKeys) from kFourKeysMinRows rows, one key at a time below
+// (DotFourRows, DotRow).
 constexpr size_t kColumnsMinRows = 8;
+// With 1 to 4 rows the path is bound by memory: scoring four keys at a time
+// was faster in cache there but slower against memory (docs/performance-decode.md).
+constexpr size_t kFourKeysMinRows = 5;
 
 // Σ_x q[x]·k[x]: vectors over x (four accumulators), the rest one by one.
 // q is padded to whole vectors and aligned; k is a row of the caller's K.
@@ -68,10 +73,50 @@ HWY_INLINE float DotRow(DF d, const float* HWY_RESTRICT q, const float* HWY_REST
 }
 
 #if HWY_TARGET != HWY_SCALAR
+// The lanes of four vectors summed at once: lane 4b + i of the result holds
+// the sum of a_i's lanes in 128-bit block b (two interleaving steps).
+HWY_INLINE VF SumFourInBlocks(DF d, VF a0, VF a1, VF a2, VF a3) {
+  const VF t01 = hn::Add(hn::InterleaveLower(d, a0, a1), hn::InterleaveUpper(d, a0, a1));
+  const VF t23 = hn::Add(hn::InterleaveLower(d, a2, a3), hn::InterleaveUpper(d, a2, a3));
+  const hn::Repartition<double, DF> dd;
+  const auto lo = hn::InterleaveLower(dd, hn::BitCast(dd, t01), hn::BitCast(dd, t23));
+  const auto hi = hn::InterleaveUpper(dd, hn::BitCast(dd, t01), hn::BitCast(dd, t23));
+  return hn::Add(hn::BitCast(d, lo), hn::BitCast(d, hi));
+}
+
+// N sums from N/4 results of SumFourInBlocks: lane 4c + i of the result is
+// the sum over the blocks b of lane 4b + i of w[c].
+HWY_INLINE VF SumBlocks(DF d, const VF* HWY_RESTRICT w) {
+  constexpr size_t kLanes = hn::MaxLanes(DF());
+  if constexpr (kLanes == 4) {
+    return w[0];
+  } else if constexpr (kLanes == 8) {  // [w0.b0 + w0.b1, w1.b0 + w1.b1]
+    return hn::Add(hn::ConcatUpperUpper(d, w[1], w[0]), hn::ConcatLowerLower(d, w[1], w[0]));
+  } else if constexpr (kLanes == 16) {
+    // Halves first ([w0.b0 + w0.b2, w0.b1 + w0.b3, w2.b0 + w2.b2, w2.b1 + w2.b3]),
+    // then adjacent blocks; the odd blocks come from w1 and w3.
+    const VF x02 = hn::Add(hn::ConcatUpperUpper(d, w[2], w[0]), hn::ConcatLowerLower(d, w[2], w[0]));
+    const VF x13 = hn::Add(hn::ConcatUpperUpper(d, w[3], w[1]), hn::ConcatLowerLower(d, w[3], w[1]));
+    return hn::OddEvenBlocks(hn::Add(x13, hn::SwapAdjacentBlocks(x13)), hn::Add(x02, hn::SwapAdjacentBlocks(x02)));
+  } else {  // other widths: block by block
+    const size_t N = hn::Lanes(d);
+    HWY_ALIGN float in[HWY_MAX_BYTES / sizeof(float)];
+    HWY_ALIGN float out[HWY_MAX_BYTES / sizeof(float)];
+    for (size_t c = 0; c < N / 4; ++c) {
+      hn::Store(w[c], d, in);
+      for (size_t i = 0; i < 4; ++i) {
+        float sum = 0.0f;
+        for (size_t b = 0; b < N; b += 4) sum += in[b + i];
+        out[4 * c + i] = sum;
+      }
+    }
+    return hn::Load(d, out);
+  }
+}
+
 // Four dot products s[i·ss] = q_i · k (i < 4, q_i = q + i·qs, padded and
 // aligned): k is loaded once for the four rows, and the four sums are reduced
-// together (two interleaving steps leave lane 4b + i of each 128-bit block b
-// holding a partial sum of row i), instead of one horizontal sum each.
+// together (SumFourInBlocks) instead of one horizontal sum each.
 HWY_INLINE void DotFourRows(DF d, const float* HWY_RESTRICT q, size_t qs, const float* HWY_RESTRICT k,
                             size_t dk, float* HWY_RESTRICT s, size_t ss) {
   const size_t N = hn::Lanes(d);
@@ -84,18 +129,47 @@ HWY_INLINE void DotFourRows(DF d, const float* HWY_RESTRICT q, size_t qs, const 
     a2 = hn::MulAdd(hn::Load(d, q + 2 * qs + x), kv, a2);
     a3 = hn::MulAdd(hn::Load(d, q + 3 * qs + x), kv, a3);
   }
-  const VF t01 = hn::Add(hn::InterleaveLower(d, a0, a1), hn::InterleaveUpper(d, a0, a1));
-  const VF t23 = hn::Add(hn::InterleaveLower(d, a2, a3), hn::InterleaveUpper(d, a2, a3));
-  const hn::Repartition<double, DF> dd;
-  const auto lo = hn::InterleaveLower(dd, hn::BitCast(dd, t01), hn::BitCast(dd, t23));
-  const auto hi = hn::InterleaveUpper(dd, hn::BitCast(dd, t01), hn::BitCast(dd, t23));
   HWY_ALIGN float sums[HWY_MAX_BYTES / sizeof(float)];
-  hn::Store(hn::Add(hn::BitCast(d, lo), hn::BitCast(d, hi)), d, sums);
+  hn::Store(SumFourInBlocks(d, a0, a1, a2, a3), d, sums);
   for (size_t i = 0; i < 4; ++i) {
     float sum = sums[i];
     for (size_t b = 4; b < N; b += 4) sum += sums[b + i];
     for (size_t t = x; t < dk; ++t) sum += q[i * qs + t] * k[t];
     s[i * ss] = sum;
+  }
+}
+
+// s[r·ss + j] = q_r · k_j for four query rows (q_r = q + r·qs, padded and
+// aligned) and four consecutive keys (k_j = k + j·dk): 16 accumulators along
+// d, so that each loaded key vector meets four rows and each query vector
+// four keys, and the 16 sums are reduced together (SumFourInBlocks, then
+// SumBlocks) instead of one horizontal sum each. The elements past the last
+// whole vector are added one by one.
+HWY_INLINE void ScoreFourKeys(DF d, const float* HWY_RESTRICT q, size_t qs, const float* HWY_RESTRICT k,
+                              size_t dk, float* HWY_RESTRICT s, size_t ss) {
+  const size_t N = hn::Lanes(d);
+  VF acc[4][4];
+  for (size_t r = 0; r < 4; ++r)
+    for (size_t j = 0; j < 4; ++j) acc[r][j] = hn::Zero(d);
+  size_t x = 0;
+  for (; x + N <= dk; x += N) {
+    VF kv[4];
+    for (size_t j = 0; j < 4; ++j) kv[j] = hn::LoadU(d, k + j * dk + x);
+    for (size_t r = 0; r < 4; ++r) {
+      const VF qv = hn::Load(d, q + r * qs + x);
+      for (size_t j = 0; j < 4; ++j) acc[r][j] = hn::MulAdd(qv, kv[j], acc[r][j]);
+    }
+  }
+  VF w[4];  // w[r]: the four keys of row r, in-block sums
+  for (size_t r = 0; r < 4; ++r) w[r] = SumFourInBlocks(d, acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
+  HWY_ALIGN float sums[16];  // sums[4r + j]
+  for (size_t c = 0; c < 4; c += N / 4) hn::Store(SumBlocks(d, w + c), d, sums + 4 * c);
+  for (size_t r = 0; r < 4; ++r) {
+    for (size_t j = 0; j < 4; ++j) {
+      float sum = sums[4 * r + j];
+      for (size_t t = x; t < dk; ++t) sum += q[r * qs + t] * k[j * dk + t];
+      s[r * ss + j] = sum;
+    }
   }
 }
 #endif
@@ -117,17 +191,6 @@ HWY_INLINE void AccumulateOneRow(DF d, const float* HWY_RESTRICT p, size_t kcoun
     for (size_t c = 0; c < kVecs; ++c) acc[c] = hn::MulAdd(pv, hn::LoadU(d, vrow + c * N), acc[c]);
   }
   for (size_t c = 0; c < kVecs; ++c) hn::Store(acc[c], d, o + c * N);
-}
-
-// Whether count floats are all finite (x·0 is NaN exactly where x is ±inf or NaN).
-HWY_INLINE bool AllFinite(DF d, const float* HWY_RESTRICT x, size_t count) {
-  const size_t N = hn::Lanes(d);
-  VF acc = hn::Zero(d);
-  size_t i = 0;
-  for (; i + N <= count; i += N) acc = hn::Add(acc, hn::Mul(hn::LoadU(d, x + i), hn::Zero(d)));
-  bool finite = hn::AllTrue(d, hn::Eq(acc, acc));
-  for (; i < count; ++i) finite = finite && std::isfinite(x[i]);
-  return finite;
 }
 
 // The partial results of every (slice, split, row), written by the workers and
@@ -156,6 +219,7 @@ class DecodeWorker {
     q_ = Allocate<float>(rows4_ * dkp_);
 #if HWY_TARGET != HWY_SCALAR
     columns_ = rows_ > kColumnsMinRows;
+    four_keys_ = !columns_ && rows_ >= kFourKeysMinRows;
     if (columns_) qt_ = Allocate<float>(hwy::DivCeil(rows_, N) * N * lay.dk);
 #endif
     o_ = Allocate<float>(rows4_ * lay.dvp);
@@ -211,34 +275,12 @@ class DecodeWorker {
     const size_t k1 = std::clamp(static_cast<size_t>(std::max<int64_t>(hi, 0)), k0, kend);
     bool finite = true;
     if (k1 < kend)
-      finite = AllFinite(d_, k + k1 * dk, (kend - k1) * dk) && AllFinite(d_, v + k1 * dv, (kend - k1) * dv);
+      finite = AllFiniteValues(d_, k + k1 * dk, (kend - k1) * dk) && AllFiniteValues(d_, v + k1 * dv, (kend - k1) * dv);
     const size_t dv_vecs = dv / N;
     for (size_t j0 = k0; j0 < k1; j0 += kPanelKeys) {
       const size_t kcount = std::min(kPanelKeys, k1 - j0);
       // 1. Dot products along d; lanes past kcount and padding rows are -inf.
-      // Software prefetch, spread over the keys: this block's V row j (step 4
-      // reads V in column blocks, not in address order) and the next block's K
-      // row j, so that both streams keep the memory busy.
-      const bool prefetch_k = j0 + kPanelKeys < k1;
-      for (size_t j = 0; j < kcount; ++j) {
-        const char* vrow = reinterpret_cast<const char*>(v + (j0 + j) * dv);
-        for (size_t c = 0; c < dv * sizeof(float); c += 64) hwy::Prefetch(vrow + c);
-        if (prefetch_k && j0 + kPanelKeys + j < k1) {
-          const char* krow = reinterpret_cast<const char*>(k + (j0 + kPanelKeys + j) * dk);
-          for (size_t c = 0; c < dk * sizeof(float); c += 64) hwy::Prefetch(krow + c);
-        }
-        if (columns_) continue;  // scored below, eight keys at a time
-        const float* kj = k + (j0 + j) * dk;
-        size_t r = 0;
-#if HWY_TARGET != HWY_SCALAR
-        for (; r + 4 <= rows_; r += 4)
-          DotFourRows(d_, q_.get() + r * dkp_, dkp_, kj, dk, s_.get() + r * kPanelKeys + j, kPanelKeys);
-#endif
-        for (; r < rows_; ++r) s_[r * kPanelKeys + j] = DotRow(d_, q_.get() + r * dkp_, kj, dk);
-      }
-#if HWY_TARGET != HWY_SCALAR
-      if (columns_) ScoreColumns(k + j0 * dk, kcount, dk);
-#endif
+      ScoreBlock(k, v, j0, kcount, k1);
       for (size_t r = 0; r < rows4_; ++r) {
         float* srow = s_.get() + r * kPanelKeys;
         std::fill(srow + (r < rows_ ? kcount : 0), srow + kPanelKeys, kNegInf);
@@ -255,7 +297,7 @@ class DecodeWorker {
         if (!hn::AllTrue(d_, hn::Eq(nonfinite, nonfinite))) {  // lanes past kcount are -inf
           for (size_t j = 0; j < kcount; ++j) {
             if (std::isfinite(srow[j])) continue;
-            if (r == 0 && !AllFinite(d_, k + (j0 + j) * dk, dk)) finite = false;  // bad input
+            if (r == 0 && !AllFiniteValues(d_, k + (j0 + j) * dk, dk)) finite = false;  // bad input
             if (j < static_cast<size_t>(readable) && (!mrow || mrow[j])) exact_[r] = 1;
           }
         }
@@ -327,8 +369,8 @@ class DecodeWorker {
       }
     }
     // Row 0 has added p·v for every key of [k0, k1): a non-finite value shows.
-    if (k1 > k0 && !AllFinite(d_, o_.get(), dv))
-      finite = finite && AllFinite(d_, v + k0 * dv, (k1 - k0) * dv);
+    if (k1 > k0 && !AllFiniteValues(d_, o_.get(), dv))
+      finite = finite && AllFiniteValues(d_, v + k0 * dv, (k1 - k0) * dv);
     const size_t base = static_cast<size_t>(slice * splits + split) * nq;
     for (size_t r = 0; r < rows_; ++r) {
       out.m[base + r] = m_[r];
@@ -337,6 +379,53 @@ class DecodeWorker {
       std::copy(o_.get() + r * dvp, o_.get() + (r + 1) * dvp, out.o.get() + (base + r) * dvp);
     }
     return finite;
+  }
+
+  // s_[r][j] = q_r · k_{j0 + j} for every row and j < kcount, with software
+  // prefetch spread over the keys: the block's V row j (step 4 reads V in
+  // column blocks, not in address order) and the next block's K row j, so
+  // that both streams keep the memory busy.
+  void ScoreBlock(const float* k, const float* v, size_t j0, size_t kcount, size_t k1) {
+    const size_t dk = lay_.dk;
+    size_t j = 0;
+#if HWY_TARGET != HWY_SCALAR
+    if (four_keys_) {
+      for (; j + 4 <= kcount; j += 4) {
+        for (size_t t = j; t < j + 4; ++t) PrefetchKey(k, v, j0 + t, k1);
+        for (size_t r = 0; r < rows_; r += 4)  // padding rows of q_ are zero
+          ScoreFourKeys(d_, q_.get() + r * dkp_, dkp_, k + (j0 + j) * dk, dk, s_.get() + r * kPanelKeys + j,
+                        kPanelKeys);
+      }
+    }
+#endif
+    for (; j < kcount; ++j) {
+      PrefetchKey(k, v, j0 + j, k1);
+      if (columns_) continue;  // scored below, eight keys at a time
+      const float* kj = k + (j0 + j) * dk;
+      size_t r = 0;
+#if HWY_TARGET != HWY_SCALAR
+      for (; r + 4 <= rows_; r += 4)
+        DotFourRows(d_, q_.get() + r * dkp_, dkp_, kj, dk, s_.get() + r * kPanelKeys + j, kPanelKeys);
+#endif
+      for (; r < rows_; ++r) s_[r * kPanelKeys + j] = DotRow(d_, q_.get() + r * dkp_, kj, dk);
+    }
+#if HWY_TARGET != HWY_SCALAR
+    if (columns_) ScoreColumns(k + j0 * dk, kcount, dk);
+#endif
+  }
+
+  // Prefetch of V row `key` and of K row key + kPanelKeys (if below k1).
+  // A member function, not a lambda: GCC 12 compiled the prefetches of a
+  // lambda here to nothing (no prefetch instruction in the object file), and
+  // the decode path lost a third of its speed against memory.
+  HWY_INLINE void PrefetchKey(const float* k, const float* v, size_t key, size_t k1) const {
+    const size_t dk = lay_.dk, dv = lay_.dv;
+    const char* vrow = reinterpret_cast<const char*>(v + key * dv);
+    for (size_t c = 0; c < dv * sizeof(float); c += 64) hwy::Prefetch(vrow + c);
+    if (key + kPanelKeys < k1) {
+      const char* krow = reinterpret_cast<const char*>(k + (key + kPanelKeys) * dk);
+      for (size_t c = 0; c < dk * sizeof(float); c += 64) hwy::Prefetch(krow + c);
+    }
   }
 
 #if HWY_TARGET != HWY_SCALAR
@@ -448,7 +537,8 @@ class DecodeWorker {
   const Layout& lay_;
   DF d_;
   size_t dkp_ = 0, rows_ = 0, rows4_ = 0;
-  bool columns_ = false;  // scores by ScoreColumns (more than kColumnsMinRows rows)
+  bool columns_ = false;    // scores by ScoreColumns (more than kColumnsMinRows rows)
+  bool four_keys_ = false;  // scores by ScoreFourKeys (kFourKeysMinRows to kColumnsMinRows rows)
   hwy::AlignedFreeUniquePtr<float[]> q_, qt_, o_, s_, m_, l_, alpha_;
   hwy::AlignedFreeUniquePtr<int64_t[]> limits_;
   hwy::AlignedFreeUniquePtr<uint8_t[]> exact_;
