@@ -1048,56 +1048,75 @@ TEST_CASE("decode shapes: rows fp32 cannot hold, in any split, are computed on e
   CHECK(check_out_of_range_under_every_mask({1, 2, 6, 2300, 16, 20}, 701, 707) == 9);
 }
 
+namespace {
+
+// One value of K or V replaced by a non-finite one.
+struct BadValue {
+  const char* what;  // the tensor the error must name: "K[" or "V["
+  const Problem* problem;
+  bool in_k;
+  size_t index;
+  float value;
+};
+
+// The problem of `shape` with key 7 masked out of every row (explicit mask).
+Problem key_seven_masked(const Shape& shape) {
+  Problem masked;
+  masked.shape = shape;
+  masked.mask = ExplicitMask{1, 1, std::vector<uint8_t>(static_cast<size_t>(shape.n_q * shape.n_k), 1)};
+  for (int64_t i = 0; i < shape.n_q; ++i) masked.mask->allowed[static_cast<size_t>(i * shape.n_k + 7)] = 0;
+  return masked;
+}
+
+// Each bad value, on each thread count: attention() throws naming the tensor
+// and leaves the output and the log-sum-exp as they were (poisoned).
+void check_bad_values_rejected(const Shape& shape, unsigned seed, const std::vector<BadValue>& cases,
+                               std::initializer_list<int> thread_counts) {
+  const Inputs good = normal_inputs(shape, seed);
+  const float poison = std::bit_cast<float>(0x7fc0deadu);
+  for (const BadValue& c : cases) {
+    for (int threads : thread_counts) {
+      INFO(c.what << c.index << " n_q " << shape.n_q << " d_v " << shape.d_v << " threads " << threads);
+      Inputs in = good;
+      (c.in_k ? in.k : in.v)[c.index] = c.value;
+      std::vector<float> out(static_cast<size_t>(shape.out_size()), poison);
+      std::vector<float> lse(static_cast<size_t>(shape.batch * shape.heads * shape.n_q), poison);
+      attncheck::AttentionOptions options;
+      options.threads = threads;
+      options.lse = lse.data();
+      try {
+        attncheck::attention(*c.problem, in.q.data(), in.k.data(), in.v.data(), out.data(), options);
+        FAIL("no exception");
+      } catch (const attncheck::InvalidInput& e) {
+        CHECK_THAT(e.what(), Catch::Contains(c.what));
+      }
+      CHECK(std::all_of(out.begin(), out.end(), [](float x) { return std::bit_cast<uint32_t>(x) == 0x7fc0deadu; }));
+      CHECK(std::all_of(lse.begin(), lse.end(), [](float x) { return std::bit_cast<uint32_t>(x) == 0x7fc0deadu; }));
+    }
+  }
+}
+
+}  // namespace
+
 TEST_CASE("decode shapes: a non-finite K or V value, read or not, throws naming it and writes nothing") {
   // n_q = 3 scores key by key, n_q = 6 four keys at a time.
   for (const int64_t n_q : {3, 6}) {
     const Shape shape{2, 2, n_q, 2100, 8, 5};
-    const Inputs good = normal_inputs(shape, 801);
-    const float poison = std::bit_cast<float>(0x7fc0deadu);
     Problem padded;  // keys past 1500 of batch 1 and past 1000 of batch 0 are read by no row
     padded.shape = shape;
     padded.key_lengths = {1000, 1500};
-    Problem masked;  // key 7 of every row masked out
-    masked.shape = shape;
-    masked.mask = ExplicitMask{1, 1, std::vector<uint8_t>(static_cast<size_t>(shape.n_q * shape.n_k), 1)};
-    for (int64_t i = 0; i < shape.n_q; ++i) masked.mask->allowed[static_cast<size_t>(i * shape.n_k + 7)] = 0;
+    const Problem masked = key_seven_masked(shape);
     const size_t dk = 8, dv = 5, nk = 2100;
-    struct Bad {
-      const char* what;
-      const Problem* problem;
-      bool in_k;
-      size_t index;
-      float value;
-    };
-    const Bad cases[] = {
-        {"K[", &padded, true, (0 * nk + 10) * dk + 3, std::nanf("")},             // read
-        {"K[", &padded, true, (2 * nk + 1800) * dk, std::numeric_limits<float>::infinity()},  // not read
-        {"V[", &padded, false, (3 * nk + 2050) * dv + 4, -std::numeric_limits<float>::infinity()},  // not read
-        {"V[", &padded, false, (1 * nk + 1999) * dv + 1, std::nanf("")},           // split 1, read... past 1000: not read
-        {"V[", &masked, false, (1 * nk + 7) * dv + 2, std::numeric_limits<float>::infinity()},  // masked key
-        {"V[", &masked, false, (3 * nk + 1500) * dv, std::nanf("")},               // read
-        {"K[", &masked, true, (2 * nk + 7) * dk + 1, std::nanf("")},               // masked key
-    };
-    for (const Bad& c : cases) {
-      for (int threads : {1, 2}) {
-        INFO(c.what << c.index << " n_q " << n_q << " threads " << threads);
-        Inputs in = good;
-        (c.in_k ? in.k : in.v)[c.index] = c.value;
-        std::vector<float> out(static_cast<size_t>(shape.out_size()), poison);
-        std::vector<float> lse(static_cast<size_t>(shape.batch * shape.heads * shape.n_q), poison);
-        attncheck::AttentionOptions options;
-        options.threads = threads;
-        options.lse = lse.data();
-        try {
-          attncheck::attention(*c.problem, in.q.data(), in.k.data(), in.v.data(), out.data(), options);
-          FAIL("no exception");
-        } catch (const attncheck::InvalidInput& e) {
-          CHECK_THAT(e.what(), Catch::Contains(c.what));
-        }
-        CHECK(std::all_of(out.begin(), out.end(), [](float x) { return std::bit_cast<uint32_t>(x) == 0x7fc0deadu; }));
-        CHECK(std::all_of(lse.begin(), lse.end(), [](float x) { return std::bit_cast<uint32_t>(x) == 0x7fc0deadu; }));
-      }
-    }
+    const float inf = std::numeric_limits<float>::infinity();
+    check_bad_values_rejected(shape, 801, {
+        {"K[", &padded, true, (0 * nk + 10) * dk + 3, std::nanf("")},      // read
+        {"K[", &padded, true, (2 * nk + 1800) * dk, inf},                  // not read
+        {"V[", &padded, false, (3 * nk + 2050) * dv + 4, -inf},            // not read
+        {"V[", &padded, false, (1 * nk + 1999) * dv + 1, std::nanf("")},   // split 1, past 1000: not read
+        {"V[", &masked, false, (1 * nk + 7) * dv + 2, inf},                // masked key
+        {"V[", &masked, false, (3 * nk + 1500) * dv, std::nanf("")},       // read
+        {"K[", &masked, true, (2 * nk + 7) * dk + 1, std::nanf("")},       // masked key
+    }, {1, 2});
   }
 }
 
@@ -1107,25 +1126,13 @@ TEST_CASE("streamed tiled shapes: a non-finite K or V value, read or not, throws
   // d_v = 5 pads V into the worker's panel buffer, d_v = 16 reads it in place.
   for (const size_t dv : {5, 16}) {
     const Shape shape{2, 2, 100, 700, 16, static_cast<int64_t>(dv)};
-    const Inputs good = normal_inputs(shape, 811);
-    const float poison = std::bit_cast<float>(0x7fc0deadu);
     Problem padded;  // batch 0 reads keys below 300 (panels 5-10 read by no row), batch 1 below 650
     padded.shape = shape;
     padded.key_lengths = {300, 650};
-    Problem masked;  // key 7 of every row masked out
-    masked.shape = shape;
-    masked.mask = ExplicitMask{1, 1, std::vector<uint8_t>(static_cast<size_t>(shape.n_q * shape.n_k), 1)};
-    for (int64_t i = 0; i < shape.n_q; ++i) masked.mask->allowed[static_cast<size_t>(i * shape.n_k + 7)] = 0;
+    const Problem masked = key_seven_masked(shape);
     const size_t dk = 16, nk = 700;
     const float inf = std::numeric_limits<float>::infinity();
-    struct Bad {
-      const char* what;
-      const Problem* problem;
-      bool in_k;
-      size_t index;
-      float value;
-    };
-    const Bad cases[] = {
+    check_bad_values_rejected(shape, 811, {
         {"K[", &padded, true, (0 * nk + 10) * dk + 3, std::nanf("")},    // read
         {"K[", &padded, true, (1 * nk + 500) * dk + 15, inf},            // in a panel no row reads
         {"K[", &padded, true, (2 * nk + 690) * dk + 9, -inf},            // past the key length, in a read panel
@@ -1135,26 +1142,6 @@ TEST_CASE("streamed tiled shapes: a non-finite K or V value, read or not, throws
         {"V[", &masked, false, (1 * nk + 7) * dv + 2, inf},              // masked key
         {"K[", &masked, true, (2 * nk + 7) * dk + 1, std::nanf("")},     // masked key
         {"K[", &masked, true, (3 * nk + 130) * dk + 4, std::nanf("")},   // read
-    };
-    for (const Bad& c : cases) {
-      for (int threads : {1, 2, 3}) {
-        INFO(c.what << c.index << " d_v " << dv << " threads " << threads);
-        Inputs in = good;
-        (c.in_k ? in.k : in.v)[c.index] = c.value;
-        std::vector<float> out(static_cast<size_t>(shape.out_size()), poison);
-        std::vector<float> lse(static_cast<size_t>(shape.batch * shape.heads * shape.n_q), poison);
-        attncheck::AttentionOptions options;
-        options.threads = threads;
-        options.lse = lse.data();
-        try {
-          attncheck::attention(*c.problem, in.q.data(), in.k.data(), in.v.data(), out.data(), options);
-          FAIL("no exception");
-        } catch (const attncheck::InvalidInput& e) {
-          CHECK_THAT(e.what(), Catch::Contains(c.what));
-        }
-        CHECK(std::all_of(out.begin(), out.end(), [](float x) { return std::bit_cast<uint32_t>(x) == 0x7fc0deadu; }));
-        CHECK(std::all_of(lse.begin(), lse.end(), [](float x) { return std::bit_cast<uint32_t>(x) == 0x7fc0deadu; }));
-      }
-    }
+    }, {1, 2, 3});
   }
 }
