@@ -556,13 +556,15 @@ class Worker {
         vpanel = v + pi * kPanelKeys * vs;
         kmax = packed->KMax(slice, pi);
       } else {
-        // Every chunk checks every value of K and V (a panel no row of the
-        // chunk reads included): the write of its rows waits for no other chunk.
+        // Every value of K and V is checked once the call is done (the output
+        // is staged until then, RunStreamed): a chunk checks the panels it
+        // reads as it packs them, and chunk 0 of each slice also scans the
+        // panels it does not read, in case no other chunk reads them either.
         bool finite = true;
         const float* vkeys = v + pi * kPanelKeys * dv;
         if (j0 >= chunk_hi) {
-          if (!AllFiniteValues(d_, k + pi * kPanelKeys * dk, kcount * dk) ||
-              !AllFiniteValues(d_, vkeys, kcount * dv))
+          if (chunk == 0 && (!AllFiniteValues(d_, k + pi * kPanelKeys * dk, kcount * dk) ||
+                             !AllFiniteValues(d_, vkeys, kcount * dv)))
             return false;
           continue;
         }
