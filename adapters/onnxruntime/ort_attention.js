@@ -33,7 +33,9 @@
 // Temperature is not offered by the operator and is not declared.
 //
 // Each `ok` reply carries "compute_seconds": the time of session.run alone.
-// ATTNCHECK_ORT_THREADS sets ORT's intra-op threads (default 1; 0: ORT's default, every core).
+// ORT's intra-op threads are the case's "threads" (what bench --threads asked
+// for; 1 when absent); ATTNCHECK_ORT_THREADS, when set, overrides it (0: ORT's
+// default, every core).
 'use strict';
 
 const ort = require('onnxruntime-node');
@@ -44,8 +46,9 @@ const FEATURES = ['cross', 'dv_ne_dk', 'batch_heads', 'scale', 'causal_top_left'
   'key_padding', 'explicit_mask', 'empty_row_reject', 'empty_row_zero', 'weights'];
 const MASK_KINDS = ['none', 'causal_top_left', 'causal_bottom_right', 'explicit'];
 const FLOAT_MAX = 3.4028234663852886e38;
-const THREADS_TEXT = process.env.ATTNCHECK_ORT_THREADS ?? '1';
-const THREADS = /^[0-9]+$/.test(THREADS_TEXT) ? Number(THREADS_TEXT) : -1;  // 0: ORT's default (every core)
+const THREADS_TEXT = process.env.ATTNCHECK_ORT_THREADS;
+const THREADS = THREADS_TEXT === undefined ? null  // from each case
+  : /^[0-9]+$/.test(THREADS_TEXT) ? Number(THREADS_TEXT) : -1;  // 0: ORT's default (every core)
 
 class InvalidInput extends Error {}
 class Unsupported extends Error {}
@@ -92,7 +95,7 @@ function attentionModel({ causal, mask, scale, weights }) {
   return onnx.ModelProto.encode(model).finish();
 }
 
-// One session per set of attributes; a few distinct scales per run at most.
+// One session per set of attributes and thread count; a few per run at most.
 const sessions = new Map();
 const MAX_SESSIONS = 32;
 
@@ -107,7 +110,7 @@ async function sessionFor(options) {
     }
     session = await ort.InferenceSession.create(attentionModel(options), {
       executionProviders: ['cpu'],
-      intraOpNumThreads: THREADS,
+      intraOpNumThreads: options.threads,
       interOpNumThreads: 1,
       executionMode: 'sequential',
       logSeverityLevel: 3,  // errors only, on standard error
@@ -352,6 +355,8 @@ function problemFrom(header) {
   p.key_lengths = header.key_lengths === null || header.key_lengths === undefined ? null : header.key_lengths;
   p.empty_row_policy = header.empty_row_policy;
   p.weights = Boolean(header.weights);
+  p.threads = header.threads === undefined ? 1 : header.threads;
+  if (!Number.isInteger(p.threads) || p.threads < 1) throw new Error(`case field "threads" is ${JSON.stringify(header.threads)}`);
   p.mask = null;
   return p;
 }
@@ -360,7 +365,7 @@ async function forward(p, q, k, v) {
   const allowed = allowedFunction(p);
   validate(p, q, k, v, allowed);
   const { options, mask } = operatorInputs(p);
-  const session = await sessionFor(options);
+  const session = await sessionFor({ ...options, threads: THREADS ?? p.threads });
   const feeds = {
     Q: new ort.Tensor('float32', q, [p.batch, p.heads, p.n_q, p.d_k]),
     K: new ort.Tensor('float32', k, [p.batch, p.heads, p.n_k, p.d_k]),
@@ -377,7 +382,7 @@ async function forward(p, q, k, v) {
 }
 
 async function main() {
-  if (THREADS < 0) {
+  if (THREADS !== null && THREADS < 0) {
     console.error(`ort_attention.js: ATTNCHECK_ORT_THREADS is ${JSON.stringify(THREADS_TEXT)}; expected a whole number ` +
                   '>= 0 (0: ORT\'s default)');
     process.exit(2);

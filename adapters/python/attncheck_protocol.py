@@ -72,6 +72,8 @@ class Problem:
         self.key_lengths = None if lengths is None else np.asarray(lengths, dtype=np.int64)
         self.empty_row_policy = header["empty_row_policy"]
         self.weights = bool(header.get("weights", False))
+        # The threads the caller asked for (bench --threads): a hint, 1 when absent.
+        self.threads = max(1, int(header.get("threads", 1)))
         self.mask = None
         self.compute_seconds = None
 

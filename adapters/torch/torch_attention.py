@@ -70,6 +70,8 @@ def main():
     def attention(q, k, v, problem):
         validate(problem, q, k, v)
         tq, tk, tv = (torch.from_numpy(x) for x in (q, k, v))
+        if torch.get_num_threads() != problem.threads:  # as many threads as the caller's
+            torch.set_num_threads(problem.threads)
         with problem.compute(), torch.no_grad():  # only this counts as compute time
             if mode == "sdpa":
                 out, weights, logits = sdpa(tq, tk, tv, problem)

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <chrono>
@@ -57,7 +58,7 @@ class ExecImplementation final : public Implementation {
 
   void forward(const Problem& p, std::span<const float> q, std::span<const float> k,
                std::span<const float> v, std::span<float> out, std::span<float> weights,
-               int /*threads*/) override {
+               int threads) override {
     check_structure(p, q, k, v, out, weights);
     check_declared(p, features_, !weights.empty(), "exec " + name_);
     if (pid_ < 0) start();  // after a fault the child was stopped; start a fresh one
@@ -86,7 +87,8 @@ class ExecImplementation final : public Implementation {
                    {"mask_heads", p.mask ? mask.heads : 1},
                    {"key_lengths", p.key_lengths.empty() ? json(nullptr) : json(p.key_lengths)},
                    {"empty_row_policy", p.empty_rows == EmptyRowPolicy::zero ? "zero" : "reject"},
-                   {"weights", !weights.empty()}};
+                   {"weights", !weights.empty()},
+                   {"threads", std::max(threads, 1)}};
     send_all(header.dump() + "\n");
     send_all(std::string_view(reinterpret_cast<const char*>(q.data()), q.size_bytes()));
     send_all(std::string_view(reinterpret_cast<const char*>(k.data()), k.size_bytes()));

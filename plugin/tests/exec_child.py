@@ -5,7 +5,8 @@ truncate_hang, no_handshake, bad_handshake, wrong_version, unknown_feature,
 invalid, chatty (prints to stdout from inside the function), unsupported
 (declines any case whose Q holds a value beyond 1000), close_channel (closes
 its standard input and output, then sleeps), bad_compute_seconds (replies
-with compute_seconds -1), nan (answers NaN everywhere)."""
+with compute_seconds -1), nan (answers NaN everywhere), threads (answers the
+case's "threads" field in every element of the output)."""
 import os
 import signal
 import sys
@@ -81,6 +82,8 @@ def attention(q, k, v, problem):
         b, h = problem.batch, problem.heads
         out = np.full((b, h, problem.n_q, problem.d_v), np.nan, np.float32)
         return (out, np.full((b, h, problem.n_q, problem.n_k), np.nan, np.float32)) if problem.weights else out
+    if mode == "threads":
+        return np.full((problem.batch, problem.heads, problem.n_q, problem.d_v), problem.threads, np.float32)
     if mode == "chatty":
         print("a stray print from inside the function")
     return numpy_attention(q, k, v, problem)

@@ -174,6 +174,18 @@ TEST_CASE("a child's compute_seconds is its last compute time; a bad one is a pr
   CHECK_THAT(fault.what(), Catch::Contains("\"compute_seconds\" is -1"));
 }
 
+TEST_CASE("each case tells the child the threads the caller asked for") {
+  auto impl = start_exec(child("threads"), quick());
+  Inputs in = inputs();
+  for (int threads : {1, 3, 2}) {
+    impl->forward(in.problem, in.q, in.k, in.v, in.out, {}, threads);
+    CHECK(in.out.front() == float(threads));
+    CHECK(in.out.back() == float(threads));
+  }
+  impl->forward(in.problem, in.q, in.k, in.v, in.out, {}, 0);  // "the default": sent as 1
+  CHECK(in.out.front() == 1.0f);
+}
+
 TEST_CASE("a child that prints garbage is a protocol fault quoting it") {
   const ImplementationFault fault = fault_of("garbage");
   CHECK(fault.kind() == Kind::protocol);

@@ -92,6 +92,13 @@ test('the adapter speaks the protocol', async (t) => {
     near(out, [18.80797]);
   });
 
+  await t.test('a case on 2 threads gives the same answer as on 1 (its own session)', async () => {
+    const { reply, out } = await send({ n_q: 1, mask_kind: 'causal_bottom_right', weights: false, threads: 2 },
+      [2, 0, 1, 10, 20]);
+    assert.equal(reply.status, 'ok');
+    near(out, [18.80797]);
+  });
+
   await t.test('an explicit scale is used', async () => {
     const { out } = await send({ n_q: 1, mask_kind: 'none', scale: 0.5, weights: false }, [4, 0, 1, 10, 20]);
     near(out, [18.80797]);  // logits [0, 2], as with scale 1 and q = 2
@@ -121,6 +128,13 @@ test('the adapter speaks the protocol', async (t) => {
   });
 
   assert.equal(await adapter.close(), 0);
+});
+
+test('a case whose threads field is not a whole number >= 1 stops the adapter, naming the field', () => {
+  const header = JSON.stringify({ ...example, id: 1, threads: 0 }) + '\n';
+  const run = spawnSync(process.execPath, [adapterPath], { input: header, encoding: 'utf8' });
+  assert.notEqual(run.status, 0);
+  assert.match(run.stderr, /case field "threads" is 0/);
 });
 
 test('a bad ATTNCHECK_ORT_THREADS stops the adapter before the handshake, naming it', () => {
