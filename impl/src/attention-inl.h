@@ -97,8 +97,10 @@ HWY_INLINE float MaxAbs(DF d, const float* HWY_RESTRICT x, size_t count) {
 // added: the rounding error of an fp32 dot product grows with the size of its
 // running sum, and the logits' error dominates the whole computation's. At
 // d_k = 64, blocks of 8 keep the max error on N(0,1) inputs at 0.55-0.8× a
-// naive fp32 composition's (16: up to 0.97×, 32: above it) and cost no
-// measurable time (the partial sums go through the L1-resident score tile).
+// naive fp32 composition's (16: up to 0.97×, 32: above it). The partial sums
+// go through the L1-resident score tile; one unblocked chain would be 2–5 %
+// faster on square prefill (n = 1024, 1 thread), and keeping the running sums
+// in registers instead (rows by 3) made GCC spill and was 7–10 % slower.
 constexpr size_t kDotBlock = 8;
 
 // Cache lines to fetch ahead (the next panel's keys and values when
@@ -129,25 +131,44 @@ class Prefetcher {
   size_t ranges_ = 0, current_ = 0;
 };
 
-template <size_t kVecs>
-HWY_INLINE void ScoreGroup(DF d, const float* HWY_RESTRICT q, size_t dk,
-                           const float* HWY_RESTRICT kt, float* HWY_RESTRICT s, Prefetcher& ahead) {
+// The packed-group path reads panels packed before the phase: nothing to fetch.
+struct NoPrefetch {
+  HWY_INLINE void Step() {}
+};
+
+// acc[r][c] = Σ_{x0 <= x < x0+count} q[r][x] · kt[x][c·N ..]; count = kCount
+// when it is not 0 (a whole block, unrolled).
+template <size_t kVecs, size_t kCount, class Ahead>
+HWY_INLINE void DotBlock(DF d, const float* HWY_RESTRICT q, size_t dk, size_t x0, size_t count,
+                         const float* HWY_RESTRICT kt, VF (&acc)[kGroupRows][kVecs], Ahead& ahead) {
   const size_t N = hn::Lanes(d);
-  for (size_t x0 = 0; x0 < dk; x0 += kDotBlock) {
-    const size_t x1 = std::min(dk, x0 + kDotBlock);
-    VF acc[kGroupRows][kVecs];
-    for (size_t r = 0; r < kGroupRows; ++r)
-      for (size_t c = 0; c < kVecs; ++c) acc[r][c] = hn::Zero(d);
-    for (size_t x = x0; x < x1; ++x) {
-      ahead.Step();
-      const float* HWY_RESTRICT krow = kt + x * kPanelKeys;
-      VF kv[kVecs];
-      for (size_t c = 0; c < kVecs; ++c) kv[c] = hn::Load(d, krow + c * N);
-      for (size_t r = 0; r < kGroupRows; ++r) {
-        const VF qv = hn::Set(d, q[r * dk + x]);
-        for (size_t c = 0; c < kVecs; ++c) acc[r][c] = hn::MulAdd(qv, kv[c], acc[r][c]);
-      }
+  for (size_t r = 0; r < kGroupRows; ++r)
+    for (size_t c = 0; c < kVecs; ++c) acc[r][c] = hn::Zero(d);
+  const size_t n = kCount != 0 ? kCount : count;
+  HWY_UNROLL(8)
+  for (size_t i = 0; i < n; ++i) {
+    const size_t x = x0 + i;
+    ahead.Step();
+    const float* HWY_RESTRICT krow = kt + x * kPanelKeys;
+    VF kv[kVecs];
+    for (size_t c = 0; c < kVecs; ++c) kv[c] = hn::Load(d, krow + c * N);
+    for (size_t r = 0; r < kGroupRows; ++r) {
+      const VF qv = hn::Set(d, q[r * dk + x]);
+      for (size_t c = 0; c < kVecs; ++c) acc[r][c] = hn::MulAdd(qv, kv[c], acc[r][c]);
     }
+  }
+}
+
+template <size_t kVecs, class Ahead>
+HWY_INLINE void ScoreGroup(DF d, const float* HWY_RESTRICT q, size_t dk,
+                           const float* HWY_RESTRICT kt, float* HWY_RESTRICT s, Ahead& ahead) {
+  const size_t N = hn::Lanes(d);
+  VF acc[kGroupRows][kVecs];
+  for (size_t x0 = 0; x0 < dk; x0 += kDotBlock) {
+    if (x0 + kDotBlock <= dk)
+      DotBlock<kVecs, kDotBlock>(d, q, dk, x0, kDotBlock, kt, acc, ahead);
+    else
+      DotBlock<kVecs, 0>(d, q, dk, x0, dk - x0, kt, acc, ahead);
     for (size_t r = 0; r < kGroupRows; ++r) {
       for (size_t c = 0; c < kVecs; ++c) {
         float* out = s + r * kPanelKeys + c * N;
@@ -158,8 +179,9 @@ HWY_INLINE void ScoreGroup(DF d, const float* HWY_RESTRICT q, size_t dk,
 }
 
 // Scores of one tile (kTileRows rows) against one panel (kPanelKeys keys).
+template <class Ahead>
 HWY_INLINE void ScoreTile(DF d, const float* HWY_RESTRICT q, size_t dk,
-                          const float* HWY_RESTRICT panel, float* HWY_RESTRICT s, Prefetcher& ahead) {
+                          const float* HWY_RESTRICT panel, float* HWY_RESTRICT s, Ahead& ahead) {
   const size_t N = hn::Lanes(d);
   const size_t vecs = kPanelKeys / N;
   for (size_t g = 0; g < kTileRows; g += kGroupRows) {
@@ -199,57 +221,103 @@ HWY_INLINE void MaskTile(DF d, float* HWY_RESTRICT s, const int64_t* limits, int
   }
 }
 
+// rows[0 .. N) hold partial values of N rows: returns the vector whose lane i
+// is op over the lanes of rows[i] (log2(N) rounds, each combining adjacent
+// lanes, the rows' values moved together by ConcatEven/ConcatOdd). One such
+// reduction for N rows costs less than N reductions of one vector each, and
+// leaves no row waiting on its own chain of shuffles. rows is overwritten.
+template <class Op>
+HWY_INLINE VF ReduceRows(DF d, VF* rows, const Op& op) {
+#if HWY_TARGET != HWY_SCALAR
+  for (size_t n = hn::Lanes(d); n > 1; n /= 2) {
+    for (size_t i = 0; i < n / 2; ++i)
+      rows[i] = op(hn::ConcatEven(d, rows[2 * i + 1], rows[2 * i]),
+                   hn::ConcatOdd(d, rows[2 * i + 1], rows[2 * i]));
+  }
+#else
+  (void)d;
+  (void)op;
+#endif
+  return rows[0];
+}
+
+// v with its lanes in bit-reversed order. ReduceRows of such vectors adds the
+// lanes in the order of hn::SumOfLanes (lanes N/2 apart first, then N/4 ...),
+// so that a row's sum is the same as when each row was reduced on its own.
+HWY_INLINE VF BitReverseLanes(DF d, VF v) {
+#if HWY_TARGET != HWY_SCALAR
+  constexpr size_t kMaxLanes = hn::MaxLanes(DF());
+  const size_t N = hn::Lanes(d);
+  HWY_ALIGN int32_t index[kMaxLanes];
+  for (size_t j = 0; j < N; ++j) {
+    size_t reversed = 0;
+    for (size_t bit = 1, top = N / 2; bit < N; bit *= 2, top /= 2)
+      if (j & bit) reversed |= top;
+    index[j] = static_cast<int32_t>(reversed);
+  }
+  return hn::TableLookupLanes(v, hn::SetTableIndices(d, index));
+#else
+  (void)d;
+  return v;
+#endif
+}
+
 // Online softmax over one tile: turns each row of dot products s into
 // exp(s · multiplier - m_new), updates the running max m and sum l (in logit
 // units), and leaves in alpha the factor by which the row's partial output
 // must be rescaled. multiplier > 0, so the max of s gives the max logit.
+// Rows are taken N at a time, their maxima and sums reduced together (ReduceRows).
 HWY_INLINE void SoftmaxTile(DF d, float* HWY_RESTRICT s, float multiplier, float* HWY_RESTRICT m,
                             float* HWY_RESTRICT l, float* HWY_RESTRICT alpha) {
+  constexpr size_t kMaxLanes = hn::MaxLanes(DF());
   const size_t N = hn::Lanes(d);
   const size_t vecs = kPanelKeys / N;
+  const VF scale = hn::Set(d, multiplier);
+  const VF neg_inf = hn::Set(d, kNegInf);
   HWY_ALIGN float m_new[kTileRows];
-  HWY_ALIGN float row_sum[kTileRows];
-  for (size_t r = 0; r < kTileRows; ++r) {
-    const float* row = s + r * kPanelKeys;
-    VF vmax = hn::Load(d, row);
-    for (size_t c = 1; c < vecs; ++c) vmax = hn::Max(vmax, hn::Load(d, row + c * N));
-    m_new[r] = std::max(m[r], hn::GetLane(hn::MaxOfLanes(d, vmax)) * multiplier);
-  }
-  // alpha = exp(m_old - m_new) for N rows at once: 0 on a row's first
-  // readable panel (m_old = -inf), 1 while a row has read nothing (both -inf).
-  for (size_t r = 0; r < kTileRows; r += N) {
-    const VF old_max = hn::Load(d, m + r);
-    const VF new_max = hn::Load(d, m_new + r);
+  for (size_t r0 = 0; r0 < kTileRows; r0 += N) {
+    VF part[kMaxLanes];
+    for (size_t i = 0; i < N; ++i) {
+      const float* row = s + (r0 + i) * kPanelKeys;
+      VF vmax = hn::Load(d, row);
+      for (size_t c = 1; c < vecs; ++c) vmax = hn::Max(vmax, hn::Load(d, row + c * N));
+      part[i] = vmax;
+    }
+    const VF old_max = hn::Load(d, m + r0);
+    const VF new_max = hn::Max(old_max, hn::Mul(ReduceRows(d, part, [](VF a, VF b) { return hn::Max(a, b); }), scale));
+    hn::Store(new_max, d, m_new + r0);
+    // alpha = exp(m_old - m_new): 0 on a row's first readable panel
+    // (m_old = -inf), 1 while a row has read nothing (both -inf).
     const VF factor = hn::Exp(d, hn::Sub(old_max, new_max));
-    hn::Store(hn::IfThenElse(hn::Eq(new_max, hn::Set(d, kNegInf)), hn::Set(d, 1.0f), factor), d,
-              alpha + r);
+    hn::Store(hn::IfThenElse(hn::Eq(new_max, neg_inf), hn::Set(d, 1.0f), factor), d, alpha + r0);
   }
-  for (size_t r = 0; r < kTileRows; ++r) {
-    float* row = s + r * kPanelKeys;
-    if (m_new[r] == kNegInf) {  // nothing readable yet: no weights, output stays zero
-      for (size_t c = 0; c < vecs; ++c) hn::Store(hn::Zero(d), d, row + c * N);
-      row_sum[r] = 0.0f;
-      continue;
+  for (size_t r0 = 0; r0 < kTileRows; r0 += N) {
+    VF sums[kMaxLanes];
+    for (size_t i = 0; i < N; ++i) {
+      const size_t r = r0 + i;
+      float* row = s + r * kPanelKeys;
+      sums[i] = hn::Zero(d);
+      if (m_new[r] == kNegInf) {  // nothing readable yet: no weights, output stays zero
+        for (size_t c = 0; c < vecs; ++c) hn::Store(hn::Zero(d), d, row + c * N);
+        continue;
+      }
+      const VF shift = hn::Set(d, m_new[r]);
+      for (size_t c = 0; c < vecs; ++c) {
+        // Masked scores are -inf; hn::Exp returns exactly 0 for them. The logit
+        // is rounded before the max is subtracted (not one fused multiply-
+        // subtract): m is the rounded max logit, so the max's argument is exactly
+        // 0 and no argument exceeds it. With a fused s·multiplier − m the max's
+        // argument is the product's rounding error, which for logits past 2^31
+        // exceeds ±88 and sends exp to inf (NaN rows) or to 0 (all-zero rows).
+        const VF p = hn::Exp(d, hn::Sub(hn::Mul(hn::Load(d, row + c * N), scale), shift));
+        hn::Store(p, d, row + c * N);
+        sums[i] = hn::Add(sums[i], p);
+      }
     }
-    const VF shift = hn::Set(d, m_new[r]);
-    const VF scale = hn::Set(d, multiplier);
-    VF sum = hn::Zero(d);
-    for (size_t c = 0; c < vecs; ++c) {
-      // Masked scores are -inf; hn::Exp returns exactly 0 for them. The logit
-      // is rounded before the max is subtracted (not one fused multiply-
-      // subtract): m is the rounded max logit, so the max's argument is exactly
-      // 0 and no argument exceeds it. With a fused s·multiplier − m the max's
-      // argument is the product's rounding error, which for logits past 2^31
-      // exceeds ±88 and sends exp to inf (NaN rows) or to 0 (all-zero rows).
-      const VF p = hn::Exp(d, hn::Sub(hn::Mul(hn::Load(d, row + c * N), scale), shift));
-      hn::Store(p, d, row + c * N);
-      sum = hn::Add(sum, p);
-    }
-    row_sum[r] = hn::GetLane(hn::SumOfLanes(d, sum));
-  }
-  for (size_t r = 0; r < kTileRows; ++r) {
-    l[r] = l[r] * alpha[r] + row_sum[r];
-    m[r] = m_new[r];
+    for (size_t i = 0; i < N; ++i) sums[i] = BitReverseLanes(d, sums[i]);
+    const VF row_sum = ReduceRows(d, sums, [](VF a, VF b) { return hn::Add(a, b); });
+    hn::Store(hn::Add(hn::Mul(hn::Load(d, l + r0), hn::Load(d, alpha + r0)), row_sum), d, l + r0);
+    hn::Store(hn::Load(d, m_new + r0), d, m + r0);
   }
 }
 
@@ -590,7 +658,12 @@ class Worker {
         const int64_t lo = *std::min_element(lim, lim + trows);
         const int64_t hi = *std::max_element(lim, lim + trows);
         if (j0 >= hi) continue;  // causal or padded: no row of the tile reads this panel
-        ScoreTile(d_, q_.get() + tr0 * dk, dk, panel, s_.get(), ahead);
+        if (packed) {
+          NoPrefetch none;
+          ScoreTile(d_, q_.get() + tr0 * dk, dk, panel, s_.get(), none);
+        } else {
+          ScoreTile(d_, q_.get() + tr0 * dk, dk, panel, s_.get(), ahead);
+        }
         if (static_cast<double>(tile_qmax_[t]) * kmax >= lay_.overflow_free)
           FindOverflow(lim, j0, mask ? mask + tr0 * nk + pi * kPanelKeys : nullptr, trows, exact_.get() + tr0);
         if (mask || j0 + static_cast<int64_t>(kPanelKeys) > lo)
