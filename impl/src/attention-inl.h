@@ -75,17 +75,16 @@ using VF = hn::Vec<DF>;
 constexpr size_t kPanelKeys = 64;    // keys per block: one packed Kᵀ panel [d_k][64]
 constexpr size_t kTileRows = 16;     // query rows sharing one score tile
 constexpr size_t kGroupRows = 4;     // rows per register block of the micro-kernels
+// x86 below AVX-512 (AVX2, SSE4) has 16 vector registers; AVX-512, NEON and
+// SVE have 32. The register blocks below and the decode path's scoring are
+// sized by it.
+constexpr bool kSixteenVectorRegisters = HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3;
 // Vectors per register block of the micro-kernels: a block holds
 // kGroupRows × kGroupVecs accumulators plus kGroupVecs loaded vectors and a
-// broadcast. 4 × 4 + 5 = 21 fits the 32 registers of AVX-512 (and NEON, SVE);
-// x86 below AVX-512 has 16, where 4 × 4 spilled and square prefill took
-// 1.3–1.45× as long as with 4 × 2 (docs/performance.md). The vectors of a
-// block are independent sums, so the width changes no result bit.
-#if HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3
-constexpr size_t kGroupVecs = 2;
-#else
-constexpr size_t kGroupVecs = 4;
-#endif
+// broadcast. 4 × 4 + 5 = 21 registers; with 16, 4 × 4 spilled and square
+// prefill took 1.3–1.45× as long as with 4 × 2 (docs/performance.md). The
+// vectors of a block are independent sums, so the width changes no result bit.
+constexpr size_t kGroupVecs = kSixteenVectorRegisters ? 2 : 4;
 constexpr size_t kChunk = static_cast<size_t>(kChunkRows);
 static_assert(kChunk % kTileRows == 0 && kTileRows % kGroupRows == 0);
 static_assert((kTileRows * sizeof(float)) % HWY_MAX_BYTES == 0,
