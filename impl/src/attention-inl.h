@@ -76,8 +76,7 @@ constexpr size_t kPanelKeys = 64;    // keys per block: one packed Kᵀ panel [d
 constexpr size_t kTileRows = 16;     // query rows sharing one score tile
 constexpr size_t kGroupRows = 4;     // rows per register block of the micro-kernels
 // x86 below AVX-512 (AVX2, SSE4) has 16 vector registers; AVX-512, NEON and
-// SVE have 32. The register blocks below and the decode path's scoring are
-// sized by it.
+// SVE have 32. The register blocks below are sized by it.
 constexpr bool kSixteenVectorRegisters = HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3;
 // Vectors per register block of the micro-kernels: a block holds
 // kGroupRows × kGroupVecs accumulators plus kGroupVecs loaded vectors and a

@@ -1025,9 +1025,8 @@ TEST_CASE("decode shapes are accurate on every SIMD target") {
     attncheck::force_target(name);
     INFO("target " << name);
     unsigned seed = 600;
-    // On AVX-512 (and non-x86) targets n_q = 3 scores key by key, 7 four keys
-    // at a time (d_k = 37: a tail past the last whole vector), 16 with the
-    // rows in the lanes; x86 targets below AVX-512 score all three key by key.
+    // n_q = 3 scores key by key, 7 four keys at a time (d_k = 37: a tail past
+    // the last whole vector), 16 with the rows in the lanes.
     for (const Shape& shape : {Shape{1, 2, 3, 2100, 20, 12}, Shape{1, 2, 7, 1100, 37, 20},
                                Shape{2, 1, 16, 1100, 64, 40}}) {
       Problem p;
