@@ -76,6 +76,7 @@ ErrorBounds forward_error_bounds(const Case& c, const BoundOptions& options) {
   r.hull_lo.assign(r.out.size(), 0);
   r.hull_hi.assign(r.out.size(), 0);
   r.out_underflow.assign(r.out.size(), 0);
+  r.out_reordering.assign(r.out.size(), 0);
   r.weights.assign(static_cast<size_t>(s.weights_size()), 0);
   r.a.assign(r.weights.size(), 0);
   r.empty_row.assign(static_cast<size_t>(s.batch * s.heads * s.n_q), 0);
@@ -86,7 +87,7 @@ ErrorBounds forward_error_bounds(const Case& c, const BoundOptions& options) {
   std::vector<char> ok(nk);
   const size_t dv_size = static_cast<size_t>(s.d_v);
   std::vector<double> o(dv_size), mixed(dv_size), positive(dv_size), negative(dv_size), lo(dv_size), hi(dv_size),
-      logit_part(dv_size), small_terms(dv_size), underflow(dv_size);
+      logit_part(dv_size), small_terms(dv_size), underflow(dv_size), reordering(dv_size);
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t h = 0; h < s.heads; ++h) {
       const int64_t slice = b * s.heads + h;
@@ -213,17 +214,19 @@ ErrorBounds forward_error_bounds(const Case& c, const BoundOptions& options) {
           }
         }
         std::fill(logit_part.begin(), logit_part.end(), 0), std::fill(small_terms.begin(), small_terms.end(), 0);
-        std::fill(underflow.begin(), underflow.end(), 0);
+        std::fill(underflow.begin(), underflow.end(), 0), std::fill(reordering.begin(), reordering.end(), 0);
         for (size_t j = 0; j < nk; ++j) {
           if (!ok[j]) continue;
           const float* Vj = V + j * dv;
           const double aj = static_cast<double>(a[j]), gj = static_cast<double>(g[j]);
+          const double logit_rounding = aj * u * std::fabs(static_cast<double>(logit[j]));
           // Weights in the class's bottom binades may come back as 0 (a note on A);
           // O then loses their terms.
           const bool weight_flushes = aj < flush_note;
           for (size_t col = 0; col < dv; ++col) {
             const double vj = Vj[col], term = aj * std::fabs(vj);
             logit_part[col] += gj * std::fabs(vj - o[col]);
+            reordering[col] += logit_rounding * std::fabs(vj - o[col]);
             small_terms[col] += term < stagnation_limit * mixed[col] ? term : 0.0;
             underflow[col] += (weight_flushes || term < ar.tiny || (ar.u_store > 0 && std::fabs(vj) < ar.tiny)) ? term : 0.0;
           }
@@ -242,6 +245,7 @@ ErrorBounds forward_error_bounds(const Case& c, const BoundOptions& options) {
           const size_t idx = row * dv + col;
           r.out[idx] = static_cast<double>(logits + computation);
           r.out_underflow[idx] = first_order ? underflow[col] + ar.out_step : 0;
+          r.out_reordering[idx] = 2 * (reordering[col] + u * mixed[col]);
           r.o[idx] = static_cast<double>(o[col]);
           r.mixed[idx] = static_cast<double>(mixed[col]);
           r.hull_lo[idx] = static_cast<double>(lo[col]);

@@ -238,6 +238,59 @@ TEST_CASE("compare fails NaN and anything over a zero bound", "[tolerance]") {
   CHECK_FALSE(compare(std::vector<float>{1e-30f}, std::vector<double>{0.0}, std::vector<double>{0.0}).ok);
 }
 
+// Both cases are the minimal counterexamples of fresh-seed runs of the fused
+// path that the rule failed before it left out out_reordering: correct output
+// whose only difference from a luckily exact naive peer was rounding order.
+TEST_CASE("the naive-ratio rule does not count rounding the logits and output twice more, and only that",
+          "[tolerance]") {
+  const Property* rule = find_property("differential_naive_ratio");
+  auto naive_output = [](const Case& c) {
+    std::vector<float> out(static_cast<size_t>(c.problem.shape.out_size()));
+    make_naive_peer(Precision::fp32)->forward(c.problem, c.q, c.k, c.v, out, {}, 1);
+    return out;
+  };
+  SECTION("two keys with equal values: one unit in the last place of the output") {
+    const float x = -0.03139019012451172f;
+    const Case c = one_query({1, 0}, {-3, 0, -2, 0}, {x, x}, 2);
+    REQUIRE(naive_output(c)[0] == x);  // the peer is exact here
+    Scripted one_ulp({std::nextafter(x, -1.0f)}, {}, Precision::fp32);
+    Scripted three_ulps({std::nextafter(std::nextafter(std::nextafter(x, -1.0f), -1.0f), -1.0f)}, {},
+                        Precision::fp32);
+    CHECK(rule->check(one_ulp, c, 1).ok);
+    const Outcome bad = rule->check(three_ulps, c, 1);
+    INFO(bad.message);
+    CHECK_FALSE(bad.ok);
+    CHECK(differential(three_ulps, c).ok);  // within the bound: only the rule catches it
+  }
+  SECTION("τ = 0.0034 and d_k = 1: the logit 31.7 rounded once") {
+    Case c = one_query({-64.15625f}, {0.0f, -0.0016593560576438904f, 4.267349140718579e-08f, 0.18224430084228516f},
+                       {-1, 0, 1, -0.0f, -3, -3, -1, 0});
+    c.problem.temperature = 0.003357376142429545;
+    const double exact = -5.0798383890907387e-14, fused = -5.079828362965742e-14;  // O[1]
+    REQUIRE(std::fabs(naive_output(c)[1] - exact) < 0.1 * std::fabs(fused - exact));  // the peer was lucky
+    Scripted as_fused({1.0f, static_cast<float>(fused)}, {}, Precision::fp32);
+    Scripted four_times({1.0f, static_cast<float>(exact + 4 * (fused - exact))}, {}, Precision::fp32);
+    CHECK(rule->check(as_fused, c, 1).ok);
+    const Outcome bad = rule->check(four_times, c, 1);
+    INFO(bad.message);
+    CHECK_FALSE(bad.ok);
+    CHECK(differential(four_times, c).ok);
+  }
+  SECTION("a row beyond the first-order model is left to the hull, unless not finite") {
+    // Logits near −6.2e20: fp32 cannot tell key 0 from key 2 (exactly, key 2
+    // takes all the weight); splitting the weight between them is as correct.
+    const Case c = one_query({-6.393099804391925e+19f, -2.2137602847769887e+18f, -1.0135797775435039e+18f},
+                             {16.0f, 16.000011444091797f, 16.0f, 15.999996185302734f, 16.000015258789062f,
+                              66.58648681640625f, 16.0f, 16.0f, 16.0f, 16.031536102294922f, 15.94433879852295f,
+                              15.302501678466797f},
+                             {1, -3, 3, 1, -2, 1, 2, 1}, 3);
+    REQUIRE(forward_error_bounds(c, {Precision::fp32}).inconclusive_row[0] == 1);
+    Scripted split({-0.5f, -1.0f}, {}, Precision::fp32), nan({-0.5f, std::nanf("")}, {}, Precision::fp32);
+    CHECK(rule->check(split, c, 1).ok);
+    CHECK_FALSE(rule->check(nan, c, 1).ok);
+  }
+}
+
 TEST_CASE("the oracle follows the size and is trusted", "[tolerance]") {
   Problem small;
   small.shape = {1, 1, 8, 8, 16, 16};

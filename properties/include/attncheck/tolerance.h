@@ -57,6 +57,11 @@ struct ErrorBounds {
   /// The part of `out` that allows for underflow and flushed weights: an error
   /// within it is the class's, whatever a peer of the same class does.
   std::vector<double> out_underflow;
+  /// What rounding each logit and the output twice more than a peer may cost:
+  /// 2u·(Σ_j a_j·|z_j|·|v_jc − o_c| + Σ_j a_j·|v_jc|), z_j the scaled logit.
+  /// Two correct implementations that order the same roundings differently
+  /// can differ by this much; the naive-ratio rule does not count it.
+  std::vector<double> out_reordering;
   std::vector<char> empty_row;      ///< 1 where every key is masked, [b][h][n_q]
   /// 1 where the first-order model does not hold for the row (see
   /// kFirstOrderLimit); its bounds are then only the convex hull's, [b][h][n_q]
