@@ -190,7 +190,7 @@ TEST_CASE("the summary line and the exit verdict", "[writers]") {
   r.properties = {r.properties[0], r.properties[2]};
   CHECK(summary_line(r) == "1 passed, 0 failed, 1 skipped");
   CHECK(all_passed(r));
-  r.mutants.push_back({"mutant:x", false, "", "", "", ""});
+  r.mutants.push_back({"mutant:x", false, "", "", "", "", {}, {}});
   CHECK_FALSE(all_passed(r));
   // Only a mutant killed by an expected property counts.
   r.mutants.back().killed = true;
