@@ -15,6 +15,10 @@ if(ATTNCHECK_SANITIZE)
   foreach(lang C CXX)
     string(REGEX REPLACE "-O[0-9s]" "-O1" CMAKE_${lang}_FLAGS_RELEASE "${CMAKE_${lang}_FLAGS_RELEASE}")
   endforeach()
+  # The command's glue (cli/, reports/) at -O0 here: instrumented JSON and
+  # HTML code was this build's slowest files (reports/src/inputs.cpp 79 s at
+  # -O1), and its tests run on small inputs (docs/reliability.md, "CI time").
+  set(ATTNCHECK_GLUE_OPTIMIZATION -O0)
   # Highway code (the fused kernels, the peak probe, the peers' softmax) is
   # compiled for AVX3, AVX2 and the portable fallback only; the normal build
   # adds SSE4 and SSSE3. The kernels are one code at every target, and these
