@@ -50,11 +50,12 @@ namespace hn = hwy::HWY_NAMESPACE;
 // rows (ScoreFourKeys) from kFourKeysMinRows rows, one key at a time below
 // (DotFourRows, DotRow). With 1 to 4 rows the path is bound by memory: scoring
 // four keys at a time was faster in cache there but slower against memory.
-// With 16 vector registers ScoreFourKeys' 16 accumulators spill, and scoring
-// key by key instead was 1.4–2× faster on AVX2 but failed a property on a
-// d_k = 2 case (docs/performance-decode.md), so the thresholds hold everywhere.
-constexpr size_t kColumnsMinRows = 8;
-constexpr size_t kFourKeysMinRows = 5;
+// With 16 vector registers (kSixteenVectorRegisters) ScoreFourKeys' 16
+// accumulators spill, and both it and ScoreColumns took 1.4–2× as long as one
+// key at a time, which those targets therefore use for every row count
+// (docs/performance-decode.md).
+constexpr size_t kColumnsMinRows = kSixteenVectorRegisters ? static_cast<size_t>(kDecodeMaxRows) : 8;
+constexpr size_t kFourKeysMinRows = kSixteenVectorRegisters ? kColumnsMinRows + 1 : 5;
 
 // Σ_x q[x]·k[x]: vectors over x (four accumulators), the rest one by one.
 // q is padded to whole vectors and aligned; k is a row of the caller's K.
