@@ -238,9 +238,10 @@ TEST_CASE("compare fails NaN and anything over a zero bound", "[tolerance]") {
   CHECK_FALSE(compare(std::vector<float>{1e-30f}, std::vector<double>{0.0}, std::vector<double>{0.0}).ok);
 }
 
-// Both cases are the minimal counterexamples of fresh-seed runs of the fused
-// path that the rule failed before it left out out_reordering: correct output
-// whose only difference from a luckily exact naive peer was rounding order.
+// The minimal counterexamples of fresh-seed runs of the fused path that the
+// rule failed before it left out out_reordering (first two sections) and rows
+// beyond the first-order model (third): correct output whose only difference
+// from a luckily exact naive peer was rounding order or luck.
 TEST_CASE("the naive-ratio rule does not count rounding the logits and output twice more, and only that",
           "[tolerance]") {
   const Property* rule = find_property("differential_naive_ratio");
