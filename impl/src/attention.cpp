@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -90,6 +91,11 @@ float float_multiplier(const Problem& problem) {
 const std::vector<int64_t>& available_target_bits() {
   static const std::vector<int64_t> bits = hwy::SupportedAndGeneratedTargets();
   return bits;
+}
+
+std::atomic<DecodeScoring>& forced_decode_scoring() {
+  static std::atomic<DecodeScoring> scoring{DecodeScoring::automatic};
+  return scoring;
 }
 
 // scale as the reference computes it: the default 1/√d_k in long double.
@@ -186,6 +192,7 @@ void attention(const Problem& problem, const float* q, const float* k, const flo
   args.chunks_per_slice = (s.n_q + detail::kChunkRows - 1) / detail::kChunkRows;
   args.decode = decode;
   args.splits_per_slice = (s.n_k + detail::kSplitKeys - 1) / detail::kSplitKeys;
+  args.decode_scoring = forced_decode_scoring().load(std::memory_order_relaxed);
   args.total_items =
       s.batch * s.heads * (args.decode ? args.splits_per_slice : args.chunks_per_slice);
 
@@ -307,6 +314,10 @@ void force_target(const std::string& name) {
   }
   throw InvalidInput(fmt::format("--target: unknown or unsupported SIMD target '{}' (available: {})",
                                  name, fmt::join(available_targets(), ", ")));
+}
+
+void force_decode_scoring(DecodeScoring scoring) {
+  forced_decode_scoring().store(scoring, std::memory_order_relaxed);
 }
 
 }  // namespace attncheck

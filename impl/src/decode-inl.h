@@ -221,8 +221,15 @@ class DecodeWorker {
     rows4_ = hwy::DivCeil(rows_, kGroupRows) * kGroupRows;
     q_ = Allocate<float>(rows4_ * dkp_);
 #if HWY_TARGET != HWY_SCALAR
-    columns_ = rows_ > kColumnsMinRows;
-    four_keys_ = !columns_ && rows_ >= kFourKeysMinRows;
+    switch (args.decode_scoring) {
+      case DecodeScoring::automatic:
+        columns_ = rows_ > kColumnsMinRows;
+        four_keys_ = !columns_ && rows_ >= kFourKeysMinRows;
+        break;
+      case DecodeScoring::key_by_key: break;
+      case DecodeScoring::four_keys: four_keys_ = true; break;
+      case DecodeScoring::rows_in_lanes: columns_ = true; break;
+    }
     if (columns_) qt_ = Allocate<float>(hwy::DivCeil(rows_, N) * N * lay.dk);
 #endif
     o_ = Allocate<float>(rows4_ * lay.dvp);

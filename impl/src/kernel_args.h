@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "attncheck/attention.h"
 #include "attncheck/problem.h"
 
 namespace attncheck::detail {
@@ -44,6 +45,7 @@ struct KernelArgs {
   int64_t chunks_per_slice = 0;    ///< ceil(n_q / kChunkRows)
   bool decode = false;             ///< n_q <= kDecodeMaxRows: the decode path
   int64_t splits_per_slice = 0;    ///< decode: ceil(n_k / kSplitKeys)
+  DecodeScoring decode_scoring = DecodeScoring::automatic;  ///< decode: force_decode_scoring()
   /// batch · heads · chunks_per_slice, or batch · heads · splits_per_slice (decode)
   int64_t total_items = 0;
 };

@@ -986,6 +986,18 @@ void check_decode_threads(const Problem& p, const Inputs& in) {
   }
 }
 
+// Every kind of mask at once: bottom-right causal, key lengths 3 short of
+// n_k, an explicit mask shared by the batch, empty rows zero.
+Problem masked_decode_problem(const Shape& shape, unsigned seed) {
+  Problem p;
+  p.shape = shape;
+  p.causal = Causal::bottom_right;
+  p.key_lengths = std::vector<int64_t>(static_cast<size_t>(shape.batch), shape.n_k - 3);
+  p.mask = random_mask(shape, 1, shape.heads, seed);
+  p.empty_rows = EmptyRowPolicy::zero;
+  return p;
+}
+
 }  // namespace
 
 TEST_CASE("decode shapes (n_q 1 to 16, n_k to 3000) match the oracle under every mask, bitwise on any thread count") {
@@ -1025,20 +1037,60 @@ TEST_CASE("decode shapes are accurate on every SIMD target") {
     attncheck::force_target(name);
     INFO("target " << name);
     unsigned seed = 600;
+    // Where the automatic choice differs by row count (32-register targets),
     // n_q = 3 scores key by key, 7 four keys at a time (d_k = 37: a tail past
-    // the last whole vector), 16 with the rows in the lanes.
+    // the last whole vector), 16 with the rows in the lanes; the next test
+    // forces each method on every target.
     for (const Shape& shape : {Shape{1, 2, 3, 2100, 20, 12}, Shape{1, 2, 7, 1100, 37, 20},
                                Shape{2, 1, 16, 1100, 64, 40}}) {
-      Problem p;
-      p.shape = shape;
-      p.causal = Causal::bottom_right;
-      p.key_lengths = std::vector<int64_t>(static_cast<size_t>(shape.batch), shape.n_k - 3);
-      p.mask = random_mask(shape, 1, shape.heads, seed);
-      p.empty_rows = EmptyRowPolicy::zero;
-      check_against_oracle(p, seed++);
+      check_against_oracle(masked_decode_problem(shape, seed), seed);
+      ++seed;
       Problem plain;
       plain.shape = shape;
       check_against_oracle(plain, seed++);
+    }
+  }
+  attncheck::force_target("");
+}
+
+TEST_CASE("every decode scoring method, forced, matches the oracle on every SIMD target, bitwise on any thread count") {
+  using attncheck::DecodeScoring;
+  const DecodeScoring methods[] = {DecodeScoring::key_by_key, DecodeScoring::four_keys,
+                                   DecodeScoring::rows_in_lanes};
+  // n_q 1, 6 and 16; d_k = 37 leaves a tail past the last whole vector; n_k
+  // spans two splits.
+  const Shape shapes[] = {{1, 2, 1, 1100, 37, 20}, {2, 1, 6, 1100, 64, 40}, {1, 1, 16, 700, 16, 8}};
+  for (const std::string& name : attncheck::available_targets()) {
+    attncheck::force_target(name);
+    unsigned seed = 650;
+    bool differs[3] = {};  // key_by_key vs four_keys, vs rows_in_lanes, four_keys vs rows_in_lanes
+    for (const Shape& shape : shapes) {
+      const Problem p = masked_decode_problem(shape, seed);
+      const Inputs in = normal_inputs(shape, seed++);
+      const Oracle ref = oracle(p, in);
+      std::vector<std::vector<float>> outputs;
+      for (DecodeScoring method : methods) {
+        attncheck::force_decode_scoring(method);
+        INFO("target " << name << ", method " << static_cast<int>(method) << ", " << attncheck::canonical_name(p));
+        outputs.push_back(run_fused(p, in, 1));
+        const Comparison cmp = compare_output(p, in, ref, outputs.back());
+        INFO("worst error/bound " << cmp.worst_ratio << " at " << cmp.where);
+        CHECK(cmp.worst_ratio <= 1.0);
+        check_decode_threads(p, in);
+      }
+      attncheck::force_decode_scoring(DecodeScoring::automatic);
+      differs[0] = differs[0] || outputs[0] != outputs[1];
+      differs[1] = differs[1] || outputs[0] != outputs[2];
+      differs[2] = differs[2] || outputs[1] != outputs[2];
+    }
+    // The methods sum in different orders (one key at a time and four keys at
+    // a time alike from four rows, not for one): forcing one really switches
+    // the code, except on the scalar target, which has only one.
+    if (name != "SCALAR") {
+      INFO("target " << name);
+      CHECK(differs[0]);
+      CHECK(differs[1]);
+      CHECK(differs[2]);
     }
   }
   attncheck::force_target("");

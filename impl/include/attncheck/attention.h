@@ -79,4 +79,13 @@ std::string active_target();
 /// attention() calls, not while one runs on another thread.
 void force_target(const std::string& name);
 
+/// How the decode path (n_q <= 16) computes its dot products: `automatic`
+/// picks by SIMD target and row count (docs/performance-decode.md); the others
+/// force one method for every row count, so that each runs, and can be tested
+/// and timed, on any machine: one key at a time along d, four keys at a time
+/// along d, or the query rows in the lanes. The portable scalar target always
+/// scores one key at a time. Process-wide, like force_target().
+enum class DecodeScoring { automatic, key_by_key, four_keys, rows_in_lanes };
+void force_decode_scoring(DecodeScoring scoring);
+
 }  // namespace attncheck
