@@ -196,6 +196,29 @@ HWY_INLINE void AccumulateOneRow(DF d, const float* HWY_RESTRICT p, size_t kcoun
   for (size_t c = 0; c < kVecs; ++c) hn::Store(acc[c], d, o + c * N);
 }
 
+// One query row's o[0 .. dv) = alpha · o + Σ_{j<kcount} p[j] · v[j][...]
+// (v stride dv, o padded to whole vectors) with o in memory (in L1): V is
+// read once, in address order, for rows wider than AccumulateOneRow's 8
+// vectors, which would read each block of V in several passes of column
+// blocks. Each column's sum takes the same steps in the same order as in
+// AccumulateOneRow, so the result is the same bit for bit.
+HWY_INLINE void AccumulateOneRowInOrder(DF d, const float* HWY_RESTRICT p, size_t kcount,
+                                        const float* HWY_RESTRICT v, size_t dv, float* HWY_RESTRICT o,
+                                        float alpha) {
+  const size_t N = hn::Lanes(d);
+  const size_t whole = dv / N * N;
+  const VF a = hn::Set(d, alpha);
+  for (size_t c = 0; c < whole; c += N) hn::Store(hn::Mul(hn::Load(d, o + c), a), d, o + c);
+  for (size_t c = whole; c < dv; ++c) o[c] *= alpha;
+  for (size_t j = 0; j < kcount; ++j) {
+    const VF pv = hn::Set(d, p[j]);
+    const float* HWY_RESTRICT vrow = v + j * dv;
+    for (size_t c = 0; c < whole; c += N)
+      hn::Store(hn::MulAdd(pv, hn::LoadU(d, vrow + c), hn::Load(d, o + c)), d, o + c);
+    for (size_t c = whole; c < dv; ++c) o[c] += p[j] * vrow[c];
+  }
+}
+
 // The partial results of every (slice, split, row), written by the workers and
 // read by the merge: m, l, o (dvp floats a row) and the row's exact flag.
 struct DecodePartials {
@@ -219,6 +242,7 @@ class DecodeWorker {
     dkp_ = hwy::DivCeil(lay.dk, N) * N;
     rows_ = lay.nq;
     rows4_ = hwy::DivCeil(rows_, kGroupRows) * kGroupRows;
+    v_in_order_ = rows_ == 1 && lay.dv / N > 8;
     q_ = Allocate<float>(rows4_ * dkp_);
 #if HWY_TARGET != HWY_SCALAR
     switch (args.decode_scoring) {
@@ -342,6 +366,10 @@ class DecodeWorker {
       }
       // 4. o = alpha·o + P · V over the block's keys, V read in place.
       const float* vblock = v + j0 * dv;
+      if (v_in_order_) {
+        AccumulateOneRowInOrder(d_, s_.get(), kcount, vblock, dv, o_.get(), alpha_[0]);
+        continue;
+      }
       if (rows_ == 1) {  // one row: no padding rows, wider column blocks
         size_t c = 0;
         for (; c + 8 <= dv_vecs; c += 8)
@@ -429,6 +457,7 @@ class DecodeWorker {
   // lambda here to nothing (no prefetch instruction in the object file), and
   // the decode path lost a third of its speed against memory.
   HWY_INLINE void PrefetchKey(const float* k, const float* v, size_t key, size_t k1) const {
+    if (v_in_order_) return;  // K and V both read in address order: the hardware prefetchers follow
     const size_t dk = lay_.dk, dv = lay_.dv;
     const char* vrow = reinterpret_cast<const char*>(v + key * dv);
     for (size_t c = 0; c < dv * sizeof(float); c += 64) hwy::Prefetch(vrow + c);
@@ -549,6 +578,7 @@ class DecodeWorker {
   size_t dkp_ = 0, rows_ = 0, rows4_ = 0;
   bool columns_ = false;    // scores by ScoreColumns (more than kColumnsMinRows rows)
   bool four_keys_ = false;  // scores by ScoreFourKeys (kFourKeysMinRows to kColumnsMinRows rows)
+  bool v_in_order_ = false;  // one row of more than 8 vectors: AccumulateOneRowInOrder, no software prefetch
   hwy::AlignedFreeUniquePtr<float[]> q_, qt_, o_, s_, m_, l_, alpha_;
   hwy::AlignedFreeUniquePtr<int64_t[]> limits_;
   hwy::AlignedFreeUniquePtr<uint8_t[]> exact_;

@@ -971,6 +971,7 @@ std::vector<Shape> decode_shapes() {
   return {
       {2, 3, 1, 2500, 33, 17}, {1, 2, 4, 1025, 64, 128}, {2, 1, 16, 2049, 16, 8},
       {1, 3, 3, 1024, 7, 65},  {3, 2, 5, 700, 128, 3},   {1, 1, 15, 3000, 9, 16},
+      {1, 2, 1, 2100, 24, 203},  // one row wider than 8 vectors: V read in address order
   };
 }
 
@@ -1029,7 +1030,7 @@ TEST_CASE("decode shapes (n_q 1 to 16, n_k to 3000) match the oracle under every
     }
   }
   std::printf("decode: %d cases, worst error/bound %.3g\n", cases, worst);
-  CHECK(cases == 54);
+  CHECK(cases == 63);
 }
 
 TEST_CASE("decode shapes are accurate on every SIMD target") {
@@ -1041,8 +1042,9 @@ TEST_CASE("decode shapes are accurate on every SIMD target") {
     // n_q = 3 scores key by key, 7 four keys at a time (d_k = 37: a tail past
     // the last whole vector), 16 with the rows in the lanes; the next test
     // forces each method on every target.
+    // n_q = 1 with d_v = 203 reads V in address order (more than 8 vectors a row).
     for (const Shape& shape : {Shape{1, 2, 3, 2100, 20, 12}, Shape{1, 2, 7, 1100, 37, 20},
-                               Shape{2, 1, 16, 1100, 64, 40}}) {
+                               Shape{2, 1, 16, 1100, 64, 40}, Shape{1, 2, 1, 2100, 24, 203}}) {
       check_against_oracle(masked_decode_problem(shape, seed), seed);
       ++seed;
       Problem plain;
