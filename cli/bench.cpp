@@ -70,7 +70,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--impl", args->impls,
                   "Implementation to run, repeatable: fused, naive-eigen, naive-openblas, "
                   "reference-double (n <= 512 only), or any verify --impl name such as plugin:PATH "
-                  "and exec:SPEC (their own compute time is recorded when they report it); default fused");
+                  "and exec:SPEC (their own compute time is recorded when they report it), or "
+                  "fused:key_by_key, fused:four_keys, fused:rows_in_lanes (fused with that decode "
+                  "scoring method forced for n_q <= 16); default fused");
   CLI::Option* n_option =
       cmd->add_option("--n", args->n, "Sequence lengths n = n_q = n_k, comma-separated")
           ->capture_default_str();

@@ -305,8 +305,9 @@ BenchImplementation find_bench_implementation(const std::string& name) {
   try {
     impl = make_implementation(name);
   } catch (const InvalidInput&) {
-    if (name.rfind("plugin:", 0) == 0 || name.rfind("exec:", 0) == 0) throw;  // its own error names the problem
-    fail(fmt::format("option --impl: unknown implementation '{}'; known: {}, plugin:PATH, exec:COMMAND",
+    for (const char* prefix : {"plugin:", "exec:", "fused:"})
+      if (name.rfind(prefix, 0) == 0) throw;  // its own error names the problem
+    fail(fmt::format("option --impl: unknown implementation '{}'; known: {}, fused:METHOD, plugin:PATH, exec:COMMAND",
                      name, fmt::join(bench_implementation_names(), ", ")));
   }
   return {name, [impl](const Problem& p, const float* q, const float* k, const float* v, float* out,

@@ -45,6 +45,21 @@ Outcome run_cli(const std::string& args) {
   return outcome;
 }
 
+// Runs bench with `args` writing JSON to scratch_dir()/file; requires success
+// and returns the benchmarks' names.
+std::set<std::string> benchmark_names(const std::string& args, const std::string& file) {
+  const fs::path json_path = scratch_dir() / file;
+  fs::remove(json_path);
+  const Outcome outcome = run_cli(args + " --json " + json_path.string());
+  INFO(outcome.err);
+  REQUIRE(outcome.status == 0);
+  std::ifstream in(json_path);
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  std::set<std::string> names;
+  for (const auto& b : doc.at("benchmarks")) names.insert(b.at("name").get<std::string>());
+  return names;
+}
+
 }  // namespace
 
 TEST_CASE("attncheck bench writes Google Benchmark JSON with names, counters, BigO and context", "[cli]") {
@@ -197,18 +212,25 @@ TEST_CASE("attncheck bench rejects bad options naming the option, exit 2, nothin
   fs::remove_all(scratch_dir());
 }
 
+TEST_CASE("attncheck bench times the fused path with a decode scoring method forced, beside the automatic one", "[cli]") {
+  const std::set<std::string> names = benchmark_names(
+      "--impl fused --impl fused:four_keys --impl fused:rows_in_lanes --n-q 6 --n-k 300 --d 16 "
+      "--repetitions 1 --min-time 0.01", "scoring.json");
+  for (const std::string impl : {"fused", "fused:four_keys", "fused:rows_in_lanes"}) {
+    INFO(impl);
+    CHECK(names.count(impl + "/n_q:6/n_k:300/d:16/mask:none/threads:1") == 1);
+  }
+  const fs::path never = scratch_dir() / "never.json";
+  const Outcome bad = run_cli("--impl fused:eight_keys --n-q 6 --n-k 300 --json " + never.string());
+  CHECK(bad.status == 2);
+  CHECK(bad.err.find("option --impl: unknown decode scoring method 'fused:eight_keys'") != std::string::npos);
+  CHECK_FALSE(fs::exists(never));
+}
+
 TEST_CASE("attncheck bench measures a plugin, keeping the slashes of its path in the names", "[cli]") {
-  const fs::path json_path = scratch_dir() / "plugin.json";
-  fs::remove(json_path);
   const std::string plugin = std::string(ATTNCHECK_EXAMPLE_PLUGIN);
-  const Outcome outcome = run_cli("--impl plugin:" + plugin + " --n 16,32 --d 8 --repetitions 1 "
-                                  "--min-time 0.01 --json " + json_path.string());
-  INFO(outcome.err);
-  REQUIRE(outcome.status == 0);
-  std::ifstream in(json_path);
-  const nlohmann::json doc = nlohmann::json::parse(in);
-  std::set<std::string> names;
-  for (const auto& b : doc.at("benchmarks")) names.insert(b.at("name").get<std::string>());
+  const std::set<std::string> names =
+      benchmark_names("--impl plugin:" + plugin + " --n 16,32 --d 8 --repetitions 1 --min-time 0.01", "plugin.json");
   CHECK(names.count("plugin:" + plugin + "/n:16/d:8/mask:none/threads:1") == 1);
   CHECK(names.count("plugin:" + plugin + "/n:32/d:8/mask:none/threads:1") == 1);
   CHECK(names.count("plugin:" + plugin + "/d:8/mask:none/threads:1_BigO") == 1);

@@ -30,9 +30,31 @@ void check_lengths(const Problem& p, std::span<const float> q, std::span<const f
                                      got_expected.second));
 }
 
+constexpr std::pair<const char*, DecodeScoring> kDecodeScoringMethods[] = {
+    {"key_by_key", DecodeScoring::key_by_key},
+    {"four_keys", DecodeScoring::four_keys},
+    {"rows_in_lanes", DecodeScoring::rows_in_lanes}};
+
+// Forces a decode scoring method for one call; the automatic choice again after it.
+class ForcedDecodeScoring {
+ public:
+  explicit ForcedDecodeScoring(DecodeScoring scoring) : forced_(scoring != DecodeScoring::automatic) {
+    if (forced_) force_decode_scoring(scoring);
+  }
+  ~ForcedDecodeScoring() {
+    if (forced_) force_decode_scoring(DecodeScoring::automatic);
+  }
+  ForcedDecodeScoring(const ForcedDecodeScoring&) = delete;
+  ForcedDecodeScoring& operator=(const ForcedDecodeScoring&) = delete;
+
+ private:
+  bool forced_;
+};
+
 class FusedImplementation : public Implementation {
  public:
-  std::string name() const override { return "fused"; }
+  FusedImplementation(std::string name, DecodeScoring scoring) : name_(std::move(name)), scoring_(scoring) {}
+  std::string name() const override { return name_; }
   Capabilities capabilities() const override {
     Capabilities c;
     c.weights = false;
@@ -46,8 +68,13 @@ class FusedImplementation : public Implementation {
     check_lengths(p, q, k, v, out);
     AttentionOptions options;
     options.threads = threads;
+    const ForcedDecodeScoring forced(scoring_);
     attention(p, q.data(), k.data(), v.data(), out.data(), options);
   }
+
+ private:
+  std::string name_;
+  DecodeScoring scoring_;
 };
 
 #ifdef ATTNCHECK_HAVE_PEERS
@@ -260,8 +287,18 @@ std::unique_ptr<Implementation> make_naive_eigen_implementation() {
 }
 #endif
 
-std::unique_ptr<Implementation> make_fused_implementation() {
-  return std::make_unique<FusedImplementation>();
+std::unique_ptr<Implementation> make_fused_implementation(const std::string& decode_scoring) {
+  if (decode_scoring.empty()) return std::make_unique<FusedImplementation>("fused", DecodeScoring::automatic);
+  for (const auto& [name, scoring] : kDecodeScoringMethods)
+    if (decode_scoring == name) return std::make_unique<FusedImplementation>("fused:" + decode_scoring, scoring);
+  throw InvalidInput(fmt::format("option --impl: unknown decode scoring method 'fused:{}'; known: {}",
+                                 decode_scoring, fmt::join(decode_scoring_methods(), ", ")));
+}
+
+std::vector<std::string> decode_scoring_methods() {
+  std::vector<std::string> names;
+  for (const auto& method : kDecodeScoringMethods) names.emplace_back(method.first);
+  return names;
 }
 
 std::unique_ptr<Implementation> make_reference_implementation(const std::string& precision) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "attncheck/attention.h"
+#include "attncheck/builtin_implementations.h"
 #include "attncheck/peers.h"
 #include "attncheck/reference.h"
 #include "attncheck/registry.h"
@@ -136,8 +137,11 @@ TEST_CASE("the bench peers reject every bad input, writing nothing") {
 }
 
 TEST_CASE("every registered implementation rejects every bad input, writing nothing") {
-  for (const auto& [name, description] : implementation_list()) {
-    if (name.find(':') != std::string::npos && name.rfind("mutant:", 0) != 0) continue;  // plugin:, exec: prefixes
+  std::vector<std::string> names;
+  for (const auto& [name, description] : implementation_list())
+    if (name.find(':') == std::string::npos || name.rfind("mutant:", 0) == 0) names.push_back(name);  // not plugin:, exec:
+  for (const std::string& method : decode_scoring_methods()) names.push_back("fused:" + method);
+  for (const std::string& name : names) {
     auto impl = make_implementation(name);
     check_entry_point(name, true, [&](const Input& in, std::vector<float>& out) {
       impl->forward(in.problem, in.q, in.k, in.v, out, {}, 1);

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <random>
 
+#include "attncheck/attention.h"
 #include "attncheck/builtin_implementations.h"
 #include "attncheck/naive.h"
 #include "attncheck/registry.h"
@@ -273,4 +274,47 @@ TEST_CASE("unknown implementations and properties are named in the error", "[reg
     return make_naive_implementation(Precision::fp32, Flaw::none, "naive:" + arg);
   }, "test");
   CHECK(make_implementation("test-prefix:abc")->name() == "naive:abc");
+}
+
+TEST_CASE("fused:<method> forces one decode scoring method for each call and restores the automatic choice",
+          "[registry]") {
+  // Six query rows (the decode path), d_k = 37 (a tail past the last whole
+  // vector), keys over two splits.
+  Problem p;
+  p.shape = {1, 2, 6, 1100, 37, 20};
+  std::mt19937 gen(12);
+  std::normal_distribution<float> normal;
+  const auto values = [&](int64_t n) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& e : x) e = normal(gen);
+    return x;
+  };
+  const std::vector<float> q = values(p.shape.q_size()), k = values(p.shape.k_size()), v = values(p.shape.v_size());
+  const auto run = [&](Implementation& impl) {
+    std::vector<float> out(static_cast<size_t>(p.shape.out_size()));
+    impl.forward(p, q, k, v, out, {}, 1);
+    return out;
+  };
+  auto automatic = make_implementation("fused");
+  const std::vector<float> before = run(*automatic);
+  std::vector<std::vector<float>> forced;
+  for (const std::string& method : decode_scoring_methods()) {
+    auto impl = make_implementation("fused:" + method);
+    CHECK(impl->name() == "fused:" + method);
+    forced.push_back(run(*impl));
+    // The same problem, summed in another order: close, not equal.
+    for (size_t i = 0; i < before.size(); ++i) REQUIRE(std::abs(forced.back()[i] - before[i]) < 1e-5f);
+  }
+  REQUIRE(forced.size() == 3);
+  // One key at a time and the rows in the lanes sum in different orders on
+  // every SIMD target (the scalar target has one method only).
+  if (active_target() != "SCALAR") CHECK(forced[0] != forced[2]);
+  // The call restored the automatic choice.
+  CHECK(run(*automatic) == before);
+
+  for (const std::string bad : {"fused:", "fused:bogus", "fused:Four_keys"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(make_implementation(bad), InvalidInput);
+    CHECK_THROWS_WITH(make_implementation(bad), Catch::Contains("--impl") && Catch::Contains("four_keys"));
+  }
 }

@@ -10,8 +10,16 @@
 
 namespace attncheck {
 
-/// The fused SIMD path (impl/attention.h), fp32, honours threads.
-std::unique_ptr<Implementation> make_fused_implementation();
+/// The fused SIMD path (impl/attention.h), fp32, honours threads. With a
+/// decode scoring method (one of decode_scoring_methods(); empty: the
+/// automatic choice), named "fused:<method>", each call forces that method
+/// (force_decode_scoring) and restores the automatic choice after it, so that
+/// verify and bench run it on any machine. Throws InvalidInput naming --impl
+/// for an unknown method.
+std::unique_ptr<Implementation> make_fused_implementation(const std::string& decode_scoring = "");
+/// The decode scoring methods make_fused_implementation takes: key_by_key,
+/// four_keys, rows_in_lanes.
+std::vector<std::string> decode_scoring_methods();
 /// The reference in double, long double or 50 digits ("double", "long double", "mp50");
 /// exposes weights.
 std::unique_ptr<Implementation> make_reference_implementation(const std::string& precision);

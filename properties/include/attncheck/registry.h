@@ -1,4 +1,5 @@
-// Implementations by name, for `--impl NAME`. Built in: fused,
+// Implementations by name, for `--impl NAME`. Built in: fused, fused:<decode
+// scoring method>,
 // reference-double, reference-long-double, reference-mp50, naive-fp32,
 // naive-fp16, naive-bf16, naive-eigen (when the bench peers are built) and mutant:<name> for each
 // mutant. Others (plugin:, exec:) register themselves with a prefix.
