@@ -25,13 +25,13 @@ OutOfProcessOptions quick() {
   return options;
 }
 
-struct Inputs {
+struct ExecInputs {
   Problem problem;
   std::vector<float> q, k, v, out;
 };
 
-Inputs inputs() {
-  Inputs in;
+ExecInputs inputs() {
+  ExecInputs in;
   in.problem.shape = {1, 2, 3, 4, 2, 3};
   in.problem.causal = Causal::top_left;
   const Shape& s = in.problem.shape;
@@ -42,9 +42,9 @@ Inputs inputs() {
   return in;
 }
 
-ImplementationFault fault_of(const std::string& mode) {
+ImplementationFault exec_fault_of(const std::string& mode) {
   auto impl = start_exec(child(mode), quick());
-  Inputs in = inputs();
+  ExecInputs in = inputs();
   try {
     impl->forward(in.problem, in.q, in.k, in.v, in.out, {}, 1);
   } catch (const ImplementationFault& fault) {
@@ -62,7 +62,7 @@ TEST_CASE("a correct child answers cases over the protocol, with weights, many t
   CHECK(impl->name() == "exec:" + child("ok"));
   CHECK(impl->capabilities().weights);
   CHECK(impl->precision() == Precision::fp32);
-  Inputs in = inputs();
+  ExecInputs in = inputs();
   std::vector<float> weights(size_t(in.problem.shape.weights_size()));
   for (int round = 0; round < 3; ++round) {
     impl->forward(in.problem, in.q, in.k, in.v, in.out, weights, 1);
@@ -76,7 +76,7 @@ TEST_CASE("a correct child answers cases over the protocol, with weights, many t
 
 TEST_CASE("an explicit mask and key lengths reach the child") {
   auto impl = start_exec(child("ok"), quick());
-  Inputs in = inputs();
+  ExecInputs in = inputs();
   in.problem.causal = Causal::none;
   in.problem.key_lengths = {3};
   ExplicitMask mask;
@@ -90,7 +90,7 @@ TEST_CASE("an explicit mask and key lengths reach the child") {
 
 TEST_CASE("a child's rejection is InvalidInput with its message, and the child lives on") {
   auto impl = start_exec(child("invalid"), quick());
-  Inputs in = inputs();
+  ExecInputs in = inputs();
   CHECK_THROWS_AS(impl->forward(in.problem, in.q, in.k, in.v, in.out, {}, 1), InvalidInput);
   CHECK_THROWS_WITH(impl->forward(in.problem, in.q, in.k, in.v, in.out, {}, 1),
                     Catch::Contains("Q is too small"));
@@ -98,7 +98,7 @@ TEST_CASE("a child's rejection is InvalidInput with its message, and the child l
 
 TEST_CASE("a child's \"unsupported\" answer is Unsupported with its message, and the child lives on") {
   auto impl = start_exec(child("unsupported"), quick());
-  Inputs in = inputs();
+  ExecInputs in = inputs();
   in.q[1] = 5e4f;
   try {
     impl->forward(in.problem, in.q, in.k, in.v, in.out, {}, 1);
@@ -115,19 +115,19 @@ TEST_CASE("a child's \"unsupported\" answer is Unsupported with its message, and
 
 TEST_CASE("stray prints of the function do not corrupt the protocol") {
   auto impl = start_exec(child("chatty"), quick());
-  Inputs in = inputs();
+  ExecInputs in = inputs();
   impl->forward(in.problem, in.q, in.k, in.v, in.out, {}, 1);
   CHECK(in.out[0] == Approx(in.v[0]));
 }
 
 TEST_CASE("a child that exits inside a case is reported as crashed with its status") {
-  const ImplementationFault fault = fault_of("die");
+  const ImplementationFault fault = exec_fault_of("die");
   CHECK(fault.kind() == Kind::crashed);
   CHECK_THAT(fault.what(), Catch::Contains("exited with status 3"));
 }
 
 TEST_CASE("a child killed by a signal is reported as crashed with the signal") {
-  const ImplementationFault fault = fault_of("crash");
+  const ImplementationFault fault = exec_fault_of("crash");
   CHECK(fault.kind() == Kind::crashed);
   CHECK_THAT(fault.what(), Catch::Contains("signal 11"));
 }
@@ -136,7 +136,7 @@ TEST_CASE("a child that hangs is killed at the timeout and reported as timed_out
   OutOfProcessOptions options = quick();
   options.timeout_ms = 1000;
   auto impl = start_exec(child("hang"), options);
-  Inputs in = inputs();
+  ExecInputs in = inputs();
   try {
     impl->forward(in.problem, in.q, in.k, in.v, in.out, {}, 1);
     FAIL("no fault");
@@ -150,7 +150,7 @@ TEST_CASE("a child that hangs is killed at the timeout and reported as timed_out
 TEST_CASE("a child that closes its end of the channel and stays alive is crashed, not timed out") {
   // `exec`: no shell stays in between holding the channel open.
   auto impl = start_exec("exec " + child("close_channel"), quick());
-  Inputs in = inputs();
+  ExecInputs in = inputs();
   try {
     impl->forward(in.problem, in.q, in.k, in.v, in.out, {}, 1);
     FAIL("no fault");
@@ -163,20 +163,20 @@ TEST_CASE("a child that closes its end of the channel and stays alive is crashed
 TEST_CASE("a child's compute_seconds is its last compute time; a bad one is a protocol fault") {
   auto impl = start_exec(child("ok"), quick());
   CHECK_FALSE(impl->last_compute_seconds());
-  Inputs in = inputs();
+  ExecInputs in = inputs();
   impl->forward(in.problem, in.q, in.k, in.v, in.out, {}, 1);
   REQUIRE(impl->last_compute_seconds());  // the Python helper sends it
   CHECK(*impl->last_compute_seconds() >= 0);
   CHECK(*impl->last_compute_seconds() < 5);
 
-  const ImplementationFault fault = fault_of("bad_compute_seconds");
+  const ImplementationFault fault = exec_fault_of("bad_compute_seconds");
   CHECK(fault.kind() == Kind::protocol);
   CHECK_THAT(fault.what(), Catch::Contains("\"compute_seconds\" is -1"));
 }
 
 TEST_CASE("each case tells the child the threads the caller asked for") {
   auto impl = start_exec(child("threads"), quick());
-  Inputs in = inputs();
+  ExecInputs in = inputs();
   for (int threads : {1, 3, 2}) {
     impl->forward(in.problem, in.q, in.k, in.v, in.out, {}, threads);
     CHECK(in.out.front() == float(threads));
@@ -187,24 +187,24 @@ TEST_CASE("each case tells the child the threads the caller asked for") {
 }
 
 TEST_CASE("a child that prints garbage is a protocol fault quoting it") {
-  const ImplementationFault fault = fault_of("garbage");
+  const ImplementationFault fault = exec_fault_of("garbage");
   CHECK(fault.kind() == Kind::protocol);
   CHECK_THAT(fault.what(), Catch::Contains("not JSON") && Catch::Contains("this is not json"));
 }
 
 TEST_CASE("a child that truncates its payload and exits is reported with the byte count") {
-  const ImplementationFault fault = fault_of("truncate");
+  const ImplementationFault fault = exec_fault_of("truncate");
   CHECK(fault.kind() == Kind::crashed);
   CHECK_THAT(fault.what(), Catch::Contains("after 6 of the 72 bytes"));
 }
 
 TEST_CASE("a child that truncates its payload and stays alive times out") {
-  CHECK(fault_of("truncate_hang").kind() == Kind::timed_out);
+  CHECK(exec_fault_of("truncate_hang").kind() == Kind::timed_out);
 }
 
 TEST_CASE("after a fault the next case starts a fresh child") {
   auto impl = start_exec(child("die"), quick());
-  Inputs in = inputs();
+  ExecInputs in = inputs();
   for (int round = 0; round < 2; ++round)
     CHECK_THROWS_AS(impl->forward(in.problem, in.q, in.k, in.v, in.out, {}, 1), ImplementationFault);
 }
