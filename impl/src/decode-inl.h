@@ -436,9 +436,8 @@ class DecodeWorker {
       }
     }
 #endif
-    for (; j < kcount; ++j) {
+    for (; j < kcount && !columns_; ++j) {
       PrefetchKey(k, v, j0 + j, k1);
-      if (columns_) continue;  // scored below, eight keys at a time
       const float* kj = k + (j0 + j) * dk;
       size_t r = 0;
 #if HWY_TARGET != HWY_SCALAR
@@ -448,7 +447,7 @@ class DecodeWorker {
       for (; r < rows_; ++r) s_[r * kPanelKeys + j] = DotRow(d_, q_.get() + r * dkp_, kj, dk);
     }
 #if HWY_TARGET != HWY_SCALAR
-    if (columns_) ScoreColumns(k + j0 * dk, kcount, dk);
+    if (columns_) ScoreColumns(k, v, j0, kcount, k1);
 #endif
   }
 
@@ -471,9 +470,14 @@ class DecodeWorker {
   // s_[r][j] = q_r · k_j for every row and j < kcount, with the lanes over
   // query rows (N rows per vector, from qt_) and eight keys at a time: each
   // FMA takes one key element broadcast, and no horizontal sums are needed.
-  // Sums run along x in order, one accumulator per (row, key).
-  HWY_NOINLINE void ScoreColumns(const float* HWY_RESTRICT k, size_t kcount, size_t dk) {
+  // Sums run along x in order, one accumulator per (row, key). k and v are
+  // the slice's, the block's keys start at j0; the prefetches (PrefetchKey)
+  // are spread over the keys as they are scored: issued all at once before
+  // the block, they made this method 1.1–1.5× slower against memory on AVX2
+  // (docs/performance-decode.md).
+  HWY_NOINLINE void ScoreColumns(const float* k, const float* v, size_t j0, size_t kcount, size_t k1) {
     const size_t N = hn::Lanes(d_);
+    const size_t dk = lay_.dk;
     constexpr size_t kKeys = 8;
     HWY_ALIGN float cols[kKeys * HWY_MAX_BYTES / sizeof(float)];
     for (size_t r0 = 0; r0 < rows_; r0 += N) {
@@ -481,7 +485,9 @@ class DecodeWorker {
       const size_t lanes = std::min(N, rows_ - r0);
       for (size_t j = 0; j < kcount; j += kKeys) {
         const size_t keys = std::min(kKeys, kcount - j);
-        const float* HWY_RESTRICT kj = k + j * dk;
+        if (r0 == 0)
+          for (size_t t = j; t < j + keys; ++t) PrefetchKey(k, v, j0 + t, k1);
+        const float* HWY_RESTRICT kj = k + (j0 + j) * dk;
         VF acc[kKeys];
         for (size_t t = 0; t < kKeys; ++t) acc[t] = hn::Zero(d_);
         if (keys == kKeys) {
