@@ -287,8 +287,11 @@ std::unique_ptr<Implementation> make_naive_eigen_implementation() {
 }
 #endif
 
+std::unique_ptr<Implementation> make_fused_implementation() {
+  return std::make_unique<FusedImplementation>("fused", DecodeScoring::automatic);
+}
+
 std::unique_ptr<Implementation> make_fused_implementation(const std::string& decode_scoring) {
-  if (decode_scoring.empty()) return std::make_unique<FusedImplementation>("fused", DecodeScoring::automatic);
   for (const auto& [name, scoring] : kDecodeScoringMethods)
     if (decode_scoring == name) return std::make_unique<FusedImplementation>("fused:" + decode_scoring, scoring);
   throw InvalidInput(fmt::format("option --impl: unknown decode scoring method 'fused:{}'; known: {}",

@@ -35,14 +35,9 @@ std::mutex& registry_mutex() {
 void register_builtins(std::map<std::string, Entry>& r) {
   r["fused"] = {[](const std::string&) { return make_fused_implementation(); },
                 "the fused SIMD attention (fp32, online softmax, threads)"};
-  r["fused:"] = {[](const std::string& method) {
-                   if (method.empty())
-                     throw InvalidInput(fmt::format("option --impl: 'fused:' needs a decode scoring method: {}",
-                                                    fmt::join(decode_scoring_methods(), ", ")));
-                   return make_fused_implementation(method);
-                 },
-                 "the fused attention with one decode scoring method forced for n_q <= 16 (key_by_key, "
-                 "four_keys, rows_in_lanes), on any machine"};
+  r["fused:"] = {[](const std::string& method) { return make_fused_implementation(method); },
+                 fmt::format("the fused attention with one decode scoring method forced for n_q <= 16 ({}), "
+                             "on any machine", fmt::join(decode_scoring_methods(), ", "))};
   r["reference-double"] = {[](const std::string&) { return make_reference_implementation("double"); },
                            "the reference in double"};
   r["reference-long-double"] = {

@@ -10,13 +10,13 @@
 
 namespace attncheck {
 
-/// The fused SIMD path (impl/attention.h), fp32, honours threads. With a
-/// decode scoring method (one of decode_scoring_methods(); empty: the
-/// automatic choice), named "fused:<method>", each call forces that method
-/// (force_decode_scoring) and restores the automatic choice after it, so that
-/// verify and bench run it on any machine. Throws InvalidInput naming --impl
-/// for an unknown method.
-std::unique_ptr<Implementation> make_fused_implementation(const std::string& decode_scoring = "");
+/// The fused SIMD path (impl/attention.h), fp32, honours threads.
+std::unique_ptr<Implementation> make_fused_implementation();
+/// The same, named "fused:<method>", with a decode scoring method (one of
+/// decode_scoring_methods()) forced for each call (force_decode_scoring) and
+/// the automatic choice restored after it, so that verify and bench run it on
+/// any machine. Throws InvalidInput naming --impl for any other method name.
+std::unique_ptr<Implementation> make_fused_implementation(const std::string& decode_scoring);
 /// The decode scoring methods make_fused_implementation takes: key_by_key,
 /// four_keys, rows_in_lanes.
 std::vector<std::string> decode_scoring_methods();
