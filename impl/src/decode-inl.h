@@ -45,17 +45,24 @@ namespace hn = hwy::HWY_NAMESPACE;
 // so the result is bitwise identical for any count, and two threads help even
 // with one head. Rows out of fp32's range go to exact_row as in ProcessChunk.
 
-// Above kColumnsMinRows query rows the decode path scores with the lanes over
-// rows (ScoreColumns); up to it, along d: four keys at a time for every four
-// rows (ScoreFourKeys) from kFourKeysMinRows rows, one key at a time below
+// Above kColumnsMinRows query rows the decode path works with the lanes over
+// rows (BlockInLanes: scores, softmax and P · V on transposed blocks); up to
+// it, it scores along d: four keys at a time for every four rows
+// (ScoreFourKeys) from kFourKeysMinRows rows, one key at a time below
 // (DotFourRows, DotRow). With 1 to 4 rows the path is bound by memory: scoring
 // four keys at a time was faster in cache there but slower against memory.
 // With 16 vector registers (kSixteenVectorRegisters) ScoreFourKeys' 16
-// accumulators spill, and both it and ScoreColumns took 1.4–2× as long as one
-// key at a time, which those targets therefore use for every row count
-// (docs/performance-decode.md).
-constexpr size_t kColumnsMinRows = kSixteenVectorRegisters ? static_cast<size_t>(kDecodeMaxRows) : 8;
+// accumulators spill and it took 1.4–2× as long as one key at a time; the
+// lanes over rows cost the same for 9 to 16 rows (whole vectors of 8) and
+// overtake one key at a time from 13 or 14 rows (AVX2, against memory:
+// 0.69–0.85× its time at 14 and 16 rows, 1.0–1.17× at 9 to 12;
+// docs/performance-decode.md).
+constexpr size_t kColumnsMinRows = kSixteenVectorRegisters ? 12 : 8;
 constexpr size_t kFourKeysMinRows = kSixteenVectorRegisters ? kColumnsMinRows + 1 : 5;
+// Accumulators per register block with the lanes over rows (ScoreKeysInLanes,
+// AccumulateInLanes): with 16 registers, 12 leave room for two vectors of
+// rows and a broadcast.
+constexpr size_t kColumnBlock = kSixteenVectorRegisters ? 12 : 24;
 
 // Σ_x q[x]·k[x]: vectors over x (four accumulators), the rest one by one.
 // q is padded to whole vectors and aligned; k is a row of the caller's K.
@@ -242,6 +249,8 @@ class DecodeWorker {
     dkp_ = hwy::DivCeil(lay.dk, N) * N;
     rows_ = lay.nq;
     rows4_ = hwy::DivCeil(rows_, kGroupRows) * kGroupRows;
+    rowsp_ = hwy::DivCeil(rows_, N) * N;
+    const size_t row_state = std::max(rows4_, rowsp_);
     v_in_order_ = rows_ == 1 && lay.dv / N > 8;
     q_ = Allocate<float>(rows4_ * dkp_);
 #if HWY_TARGET != HWY_SCALAR
@@ -254,15 +263,19 @@ class DecodeWorker {
       case DecodeScoring::four_keys: four_keys_ = true; break;
       case DecodeScoring::rows_in_lanes: columns_ = true; break;
     }
-    if (columns_) qt_ = Allocate<float>(hwy::DivCeil(rows_, N) * N * lay.dk);
+    if (columns_) {
+      qt_ = Allocate<float>(rowsp_ * lay.dk);
+      st_ = Allocate<float>(kPanelKeys * rowsp_);
+      ot_ = Allocate<float>(lay.dv * rowsp_);
+    }
 #endif
     o_ = Allocate<float>(rows4_ * lay.dvp);
     s_ = Allocate<float>(rows4_ * kPanelKeys);
-    m_ = Allocate<float>(rows4_);
-    l_ = Allocate<float>(rows4_);
-    alpha_ = Allocate<float>(rows4_);
-    limits_ = Allocate<int64_t>(rows4_);
-    exact_ = Allocate<uint8_t>(rows4_);
+    m_ = Allocate<float>(row_state);
+    l_ = Allocate<float>(row_state);
+    alpha_ = Allocate<float>(row_state);
+    limits_ = Allocate<int64_t>(row_state);
+    exact_ = Allocate<uint8_t>(row_state);
     exact_acc_.resize(lay.dv);
   }
 
@@ -280,18 +293,18 @@ class DecodeWorker {
     const float* q = a_.q + slice_z * nq * dk;
     const float* k = a_.k + slice_z * nk * dk;
     const float* v = a_.v + slice_z * nk * dv;
-    for (size_t r = 0; r < rows4_; ++r) {
+    for (size_t r = 0; r < rows4_; ++r)
       for (size_t x = 0; x < dkp_; ++x) q_[r * dkp_ + x] = r < rows_ && x < dk ? q[r * dk + x] : 0.0f;
+    for (size_t r = 0; r < std::max(rows4_, rowsp_); ++r) {
       limits_[r] = r < rows_ ? key_limit(p_, b, static_cast<int64_t>(r)) : 0;
       m_[r] = kNegInf;
       l_[r] = 0.0f;
       exact_[r] = 0;
     }
-    if (columns_) {  // Qᵀ in blocks of N rows: qt_[(block · dk + x) · N + lane]
-      for (size_t r0 = 0; r0 < rows_; r0 += N)
-        for (size_t x = 0; x < dk; ++x)
-          for (size_t lane = 0; lane < N; ++lane)
-            qt_[r0 * dk + x * N + lane] = r0 + lane < rows_ ? q[(r0 + lane) * dk + x] : 0.0f;
+    if (columns_) {  // Qᵀ, rows padded to whole vectors: qt_[x · rowsp + r]
+      for (size_t x = 0; x < dk; ++x)
+        for (size_t r = 0; r < rowsp_; ++r) qt_[x * rowsp_ + r] = r < rows_ ? q[r * dk + x] : 0.0f;
+      std::fill(ot_.get(), ot_.get() + dv * rowsp_, 0.0f);
     }
     std::fill(o_.get(), o_.get() + rows4_ * dvp, 0.0f);
     const uint8_t* mask = nullptr;
@@ -313,6 +326,12 @@ class DecodeWorker {
     const size_t dv_vecs = dv / N;
     for (size_t j0 = k0; j0 < k1; j0 += kPanelKeys) {
       const size_t kcount = std::min(kPanelKeys, k1 - j0);
+#if HWY_TARGET != HWY_SCALAR
+      if (columns_) {
+        BlockInLanes(k, v, mask, j0, kcount, k1, finite);
+        continue;
+      }
+#endif
       // 1. Dot products along d; lanes past kcount and padding rows are -inf.
       ScoreBlock(k, v, j0, kcount, k1);
       for (size_t r = 0; r < rows4_; ++r) {
@@ -406,6 +425,9 @@ class DecodeWorker {
         }
       }
     }
+    if (columns_)  // back to rows: o_[r][c] = ot_[c][r]
+      for (size_t r = 0; r < rows_; ++r)
+        for (size_t c = 0; c < dvp; ++c) o_[r * dvp + c] = c < dv ? ot_[c * rowsp_ + r] : 0.0f;
     // Row 0 has added p·v for every key of [k0, k1): a non-finite value shows.
     if (k1 > k0 && !AllFiniteValues(d_, o_.get(), dv))
       finite = finite && AllFiniteValues(d_, v + k0 * dv, (k1 - k0) * dv);
@@ -436,7 +458,7 @@ class DecodeWorker {
       }
     }
 #endif
-    for (; j < kcount && !columns_; ++j) {
+    for (; j < kcount; ++j) {
       PrefetchKey(k, v, j0 + j, k1);
       const float* kj = k + (j0 + j) * dk;
       size_t r = 0;
@@ -446,9 +468,6 @@ class DecodeWorker {
 #endif
       for (; r < rows_; ++r) s_[r * kPanelKeys + j] = DotRow(d_, q_.get() + r * dkp_, kj, dk);
     }
-#if HWY_TARGET != HWY_SCALAR
-    if (columns_) ScoreColumns(k, v, j0, kcount, k1);
-#endif
   }
 
   // Prefetch of V row `key` and of K row key + kPanelKeys (if below k1).
@@ -467,47 +486,193 @@ class DecodeWorker {
   }
 
 #if HWY_TARGET != HWY_SCALAR
-  // s_[r][j] = q_r · k_j for every row and j < kcount, with the lanes over
-  // query rows (N rows per vector, from qt_) and eight keys at a time: each
-  // FMA takes one key element broadcast, and no horizontal sums are needed.
-  // Sums run along x in order, one accumulator per (row, key). k and v are
-  // the slice's, the block's keys start at j0; the prefetches (PrefetchKey)
-  // are spread over the keys as they are scored: issued all at once before
-  // the block, they made this method 1.1–1.5× slower against memory on AVX2
-  // (docs/performance-decode.md).
-  HWY_NOINLINE void ScoreColumns(const float* k, const float* v, size_t j0, size_t kcount, size_t k1) {
+  // One block of keys with the lanes over query rows (columns_): steps 1–4 of
+  // ProcessSplit on Sᵀ (st_[j][r]) and Oᵀ (ot_[c][r]), so that scores, softmax
+  // and output each work on whole vectors of rows, with no horizontal sums and
+  // no transposes. Each value takes the steps it takes in the other methods:
+  // a dot product runs along x in order, P · V along the keys in order, and
+  // a row's sum of weights adds its keys in the order of hn::SumOfLanes over
+  // vectors of keys (the block's keys j and j + N·i go into one partial
+  // sum first). Clears `finite` when a key of the block holds a value that is not.
+  void BlockInLanes(const float* k, const float* v, const uint8_t* mask, size_t j0, size_t kcount, size_t k1,
+                    bool& finite) {
     const size_t N = hn::Lanes(d_);
-    const size_t dk = lay_.dk;
-    constexpr size_t kKeys = 8;
-    HWY_ALIGN float cols[kKeys * HWY_MAX_BYTES / sizeof(float)];
-    for (size_t r0 = 0; r0 < rows_; r0 += N) {
-      const float* HWY_RESTRICT qt = qt_.get() + r0 * dk;
-      const size_t lanes = std::min(N, rows_ - r0);
-      for (size_t j = 0; j < kcount; j += kKeys) {
-        const size_t keys = std::min(kKeys, kcount - j);
-        if (r0 == 0)
-          for (size_t t = j; t < j + keys; ++t) PrefetchKey(k, v, j0 + t, k1);
-        const float* HWY_RESTRICT kj = k + (j0 + j) * dk;
-        VF acc[kKeys];
-        for (size_t t = 0; t < kKeys; ++t) acc[t] = hn::Zero(d_);
-        if (keys == kKeys) {
-          for (size_t x = 0; x < dk; ++x) {
-            const VF qv = hn::Load(d_, qt + x * N);
-            for (size_t t = 0; t < kKeys; ++t) acc[t] = hn::MulAdd(qv, hn::Set(d_, kj[t * dk + x]), acc[t]);
-          }
-        } else {
-          for (size_t x = 0; x < dk; ++x) {
-            const VF qv = hn::Load(d_, qt + x * N);
-            for (size_t t = 0; t < keys; ++t) acc[t] = hn::MulAdd(qv, hn::Set(d_, kj[t * dk + x]), acc[t]);
+    const size_t dk = lay_.dk, dv = lay_.dv, nk = lay_.nk, vecs = rowsp_ / N;
+    float* HWY_RESTRICT st = st_.get();
+    // 1. Dot products.
+    ScoreColumns(k, v, j0, kcount, k1);
+    // 2. Overflowed readable dot products (and bad keys, which row 0 meets),
+    // then keys past a row's limit or refused by the mask, and padding rows.
+    VF nonfinite = hn::Zero(d_);  // x·0 is NaN exactly where x is ±inf or NaN; padding rows' q is 0
+    for (size_t e = 0; e < kcount * rowsp_; e += N)
+      nonfinite = hn::Add(nonfinite, hn::Mul(hn::Load(d_, st + e), hn::Zero(d_)));
+    const bool all_finite = hn::AllTrue(d_, hn::Eq(nonfinite, nonfinite));
+    for (size_t r = 0; r < rowsp_; ++r) {
+      const int64_t readable = r < rows_ ? std::clamp<int64_t>(limits_[r] - static_cast<int64_t>(j0), 0,
+                                                               static_cast<int64_t>(kcount))
+                                         : 0;
+      const uint8_t* mrow = mask && r < rows_ ? mask + r * nk + j0 : nullptr;
+      if (!all_finite && r < rows_) {
+        for (size_t j = 0; j < kcount; ++j) {
+          if (std::isfinite(st[j * rowsp_ + r])) continue;
+          if (r == 0 && !AllFiniteValues(d_, k + (j0 + j) * dk, dk)) finite = false;  // bad input
+          if (j < static_cast<size_t>(readable) && (!mrow || mrow[j])) exact_[r] = 1;
+        }
+      }
+      for (size_t j = static_cast<size_t>(readable); j < kcount; ++j) st[j * rowsp_ + r] = kNegInf;
+      if (mrow)
+        for (size_t j = 0; j < static_cast<size_t>(readable); ++j)
+          if (mrow[j] == 0) st[j * rowsp_ + r] = kNegInf;
+    }
+    // 3. Online softmax, N rows at a time.
+    const VF scale = hn::Set(d_, a_.multiplier);
+    const VF neg_inf = hn::Set(d_, kNegInf);
+    constexpr size_t kMaxLanes = hn::MaxLanes(DF());
+    for (size_t i = 0; i < vecs; ++i) {
+      const size_t r0 = i * N;
+      VF vmax = neg_inf;
+      for (size_t j = 0; j < kcount; ++j) vmax = hn::Max(vmax, hn::Load(d_, st + j * rowsp_ + r0));
+      const VF m_new = hn::Max(hn::Load(d_, m_.get() + r0), hn::Mul(vmax, scale));
+      for (size_t r = r0; r < r0 + N; ++r) {  // exp(-inf) = 0 on a row's first readable block
+        const float mn = hn::ExtractLane(m_new, r - r0);
+        alpha_[r] = mn == kNegInf ? 1.0f : m_[r] == kNegInf ? 0.0f : std::exp(m_[r] - mn);
+      }
+      const auto empty = hn::Eq(m_new, neg_inf);  // nothing readable yet: no weights
+      VF part[kMaxLanes];
+      for (size_t lane = 0; lane < N; ++lane) part[lane] = hn::Zero(d_);
+      for (size_t j = 0; j < kcount; ++j) {
+        float* HWY_RESTRICT sj = st + j * rowsp_ + r0;
+        const VF p = hn::IfThenZeroElse(empty, hn::Exp(d_, hn::Sub(hn::Mul(hn::Load(d_, sj), scale), m_new)));
+        hn::Store(p, d_, sj);
+        part[j % N] = hn::Add(part[j % N], p);
+      }
+      for (size_t half = N / 2; half >= 1; half /= 2)  // hn::SumOfLanes' order
+        for (size_t lane = 0; lane < half; ++lane) part[lane] = hn::Add(part[lane], part[lane + half]);
+      const VF l_old = hn::Load(d_, l_.get() + r0);
+      hn::Store(hn::IfThenElse(empty, l_old, hn::Add(hn::Mul(l_old, hn::Load(d_, alpha_.get() + r0)), part[0])), d_,
+                l_.get() + r0);
+      hn::Store(m_new, d_, m_.get() + r0);
+    }
+    // 4. Oᵀ = alpha · Oᵀ + Vᵀ · Pᵀ over the block's keys, V read in place.
+    const float* vblock = v + j0 * dv;
+    for (size_t v0 = 0; v0 < vecs; v0 += 2) {
+      if (vecs - v0 >= 2)
+        AccumulateInLanes<2>(vblock, kcount, v0 * N);
+      else
+        AccumulateInLanes<1>(vblock, kcount, v0 * N);
+    }
+  }
+
+  // ot_[c][r0 ..] = alpha · ot_[c][r0 ..] + Σ_{j<kcount} v[j][c] · st_[j][r0 ..]
+  // for every column c, kRowVecs vectors of rows from r0, in register blocks
+  // of kColumnBlock / kRowVecs columns (v: the block's rows of V, stride d_v).
+  template <size_t kRowVecs>
+  HWY_INLINE void AccumulateInLanes(const float* HWY_RESTRICT v, size_t kcount, size_t r0) {
+    constexpr size_t kCols = kColumnBlock / kRowVecs;
+    const size_t N = hn::Lanes(d_);
+    const size_t dv = lay_.dv;
+    const float* HWY_RESTRICT st = st_.get() + r0;
+    float* HWY_RESTRICT ot = ot_.get() + r0;
+    VF alpha[kRowVecs];
+    for (size_t i = 0; i < kRowVecs; ++i) alpha[i] = hn::Load(d_, alpha_.get() + r0 + i * N);
+    for (size_t c0 = 0; c0 < dv; c0 += kCols) {
+      const size_t cols = std::min(kCols, dv - c0);
+      VF acc[kCols][kRowVecs];
+      for (size_t c = 0; c < cols; ++c)
+        for (size_t i = 0; i < kRowVecs; ++i) acc[c][i] = hn::Mul(hn::Load(d_, ot + (c0 + c) * rowsp_ + i * N), alpha[i]);
+      if (cols == kCols) {
+        for (size_t j = 0; j < kcount; ++j) {
+          VF p[kRowVecs];
+          for (size_t i = 0; i < kRowVecs; ++i) p[i] = hn::Load(d_, st + j * rowsp_ + i * N);
+          for (size_t c = 0; c < kCols; ++c) {
+            const VF x = hn::Set(d_, v[j * dv + c0 + c]);
+            for (size_t i = 0; i < kRowVecs; ++i) acc[c][i] = hn::MulAdd(p[i], x, acc[c][i]);
           }
         }
-        for (size_t t = 0; t < keys; ++t) hn::Store(acc[t], d_, cols + t * N);
-        for (size_t lane = 0; lane < lanes; ++lane) {
-          float* HWY_RESTRICT srow = s_.get() + (r0 + lane) * kPanelKeys + j;
-          for (size_t t = 0; t < keys; ++t) srow[t] = cols[t * N + lane];
+      } else {  // the last columns (as above, with a loop bound known only at run time)
+        for (size_t j = 0; j < kcount; ++j) {
+          VF p[kRowVecs];
+          for (size_t i = 0; i < kRowVecs; ++i) p[i] = hn::Load(d_, st + j * rowsp_ + i * N);
+          for (size_t c = 0; c < cols; ++c) {
+            const VF x = hn::Set(d_, v[j * dv + c0 + c]);
+            for (size_t i = 0; i < kRowVecs; ++i) acc[c][i] = hn::MulAdd(p[i], x, acc[c][i]);
+          }
+        }
+      }
+      for (size_t c = 0; c < cols; ++c)
+        for (size_t i = 0; i < kRowVecs; ++i) hn::Store(acc[c][i], d_, ot + (c0 + c) * rowsp_ + i * N);
+    }
+  }
+
+  // st_[j][r] = q_r · k_{j0 + j} for every row and j < kcount, with the lanes
+  // over query rows (from qt_): each FMA takes one key element broadcast.
+  // Register blocks of up to two vectors of rows by kColumnBlock / 2 or
+  // kColumnBlock keys (ScoreKeysInLanes). k and v are the slice's. While a
+  // register block is scored, the values of its keys and the keys one block
+  // further are prefetched, a cache line per step along d (Prefetcher):
+  // issued all at once they stall the core (against memory on AVX2: 1.1–1.5×
+  // the time with the 64 keys' lines issued before the block; at d = 128,
+  // 1.15–1.3× with each register block's issued before it;
+  // docs/performance-decode.md).
+  HWY_NOINLINE void ScoreColumns(const float* k, const float* v, size_t j0, size_t kcount, size_t k1) {
+    const size_t N = hn::Lanes(d_);
+    const size_t vecs = rowsp_ / N;
+    for (size_t v0 = 0; v0 < vecs; v0 += 2) {
+      const bool pair = vecs - v0 >= 2;
+      const size_t keys_per_block = pair ? kColumnBlock / 2 : kColumnBlock;
+      for (size_t j = 0; j < kcount; j += keys_per_block) {
+        const size_t keys = std::min(keys_per_block, kcount - j);
+        Prefetcher ahead;
+        if (v0 == 0) {
+          const size_t key = j0 + j;
+          ahead.Add(v + key * lay_.dv, keys * lay_.dv);
+          if (key + kPanelKeys < k1)
+            ahead.Add(k + (key + kPanelKeys) * lay_.dk, (std::min(key + keys + kPanelKeys, k1) - key - kPanelKeys) * lay_.dk);
+        }
+        if (pair)
+          ScoreKeysInLanes<2>(k + (j0 + j) * lay_.dk, keys, j, v0 * N, ahead);
+        else
+          ScoreKeysInLanes<1>(k + (j0 + j) * lay_.dk, keys, j, v0 * N, ahead);
+        ahead.Finish();
+      }
+    }
+  }
+
+  // st_[j + t][r0 .. r0 + kRowVecs·N) = dot products of key t (kj + t·dk,
+  // t < keys) with those rows of Qᵀ, summed along x in order.
+  template <size_t kRowVecs>
+  HWY_INLINE void ScoreKeysInLanes(const float* HWY_RESTRICT kj, size_t keys, size_t j, size_t r0, Prefetcher& ahead) {
+    constexpr size_t kKeys = kColumnBlock / kRowVecs;
+    const size_t N = hn::Lanes(d_);
+    const size_t dk = lay_.dk;
+    const float* HWY_RESTRICT qt = qt_.get() + r0;
+    VF acc[kKeys][kRowVecs];
+    for (size_t t = 0; t < kKeys; ++t)
+      for (size_t i = 0; i < kRowVecs; ++i) acc[t][i] = hn::Zero(d_);
+    if (keys == kKeys) {
+      for (size_t x = 0; x < dk; ++x) {
+        ahead.Step();
+        VF qv[kRowVecs];
+        for (size_t i = 0; i < kRowVecs; ++i) qv[i] = hn::Load(d_, qt + x * rowsp_ + i * N);
+        for (size_t t = 0; t < kKeys; ++t) {
+          const VF kv = hn::Set(d_, kj[t * dk + x]);
+          for (size_t i = 0; i < kRowVecs; ++i) acc[t][i] = hn::MulAdd(qv[i], kv, acc[t][i]);
+        }
+      }
+    } else {  // the block's last keys (as above, with a loop bound known only at run time)
+      for (size_t x = 0; x < dk; ++x) {
+        ahead.Step();
+        VF qv[kRowVecs];
+        for (size_t i = 0; i < kRowVecs; ++i) qv[i] = hn::Load(d_, qt + x * rowsp_ + i * N);
+        for (size_t t = 0; t < keys; ++t) {
+          const VF kv = hn::Set(d_, kj[t * dk + x]);
+          for (size_t i = 0; i < kRowVecs; ++i) acc[t][i] = hn::MulAdd(qv[i], kv, acc[t][i]);
         }
       }
     }
+    float* HWY_RESTRICT st = st_.get() + j * rowsp_ + r0;
+    for (size_t t = 0; t < keys; ++t)
+      for (size_t i = 0; i < kRowVecs; ++i) hn::Store(acc[t][i], d_, st + t * rowsp_ + i * N);
   }
 #endif
 
@@ -582,10 +747,12 @@ class DecodeWorker {
   const Layout& lay_;
   DF d_;
   size_t dkp_ = 0, rows_ = 0, rows4_ = 0;
-  bool columns_ = false;    // scores by ScoreColumns (more than kColumnsMinRows rows)
+  size_t rowsp_ = 0;  // rows padded to whole vectors: the row stride of qt_, st_ and ot_
+  bool columns_ = false;    // lanes over rows, BlockInLanes (more than kColumnsMinRows rows)
   bool four_keys_ = false;  // scores by ScoreFourKeys (kFourKeysMinRows to kColumnsMinRows rows)
   bool v_in_order_ = false;  // one row of more than 8 vectors: AccumulateOneRowInOrder, no software prefetch
-  hwy::AlignedFreeUniquePtr<float[]> q_, qt_, o_, s_, m_, l_, alpha_;
+  hwy::AlignedFreeUniquePtr<float[]> q_, o_, s_, m_, l_, alpha_;
+  hwy::AlignedFreeUniquePtr<float[]> qt_, st_, ot_;  // rows in the lanes: Qᵀ, Sᵀ of a block, Oᵀ
   hwy::AlignedFreeUniquePtr<int64_t[]> limits_;
   hwy::AlignedFreeUniquePtr<uint8_t[]> exact_;
   std::vector<long double> exact_acc_;

@@ -918,8 +918,15 @@ TEST_CASE("every available SIMD target computes the rows fp32 cannot hold") {
   for (const std::string& name : attncheck::available_targets()) {
     attncheck::force_target(name);
     INFO("target " << name);
-    check_out_of_range(small_scale, small_in);
-    check_out_of_range(huge_v, huge_v_in);
+    // small_scale and huge_v take the decode path: with each scoring method.
+    for (const attncheck::DecodeScoring method : {attncheck::DecodeScoring::key_by_key, attncheck::DecodeScoring::four_keys,
+                                                  attncheck::DecodeScoring::rows_in_lanes}) {
+      attncheck::force_decode_scoring(method);
+      INFO("method " << static_cast<int>(method));
+      check_out_of_range(small_scale, small_in);
+      check_out_of_range(huge_v, huge_v_in);
+    }
+    attncheck::force_decode_scoring(attncheck::DecodeScoring::automatic);
     check_out_of_range(mixed, mixed_in, huge_rows);
   }
   attncheck::force_target("");
@@ -1098,8 +1105,14 @@ TEST_CASE("every decode scoring method, forced, matches the oracle on every SIMD
   attncheck::force_target("");
 }
 
-TEST_CASE("decode shapes: rows fp32 cannot hold, in any split, are computed on every thread count") {
-  CHECK(check_out_of_range_under_every_mask({1, 2, 6, 2300, 16, 20}, 701, 707) == 9);
+TEST_CASE("decode shapes: rows fp32 cannot hold, in any split, are computed on every thread count by every scoring method") {
+  for (const attncheck::DecodeScoring method : {attncheck::DecodeScoring::key_by_key, attncheck::DecodeScoring::four_keys,
+                                                attncheck::DecodeScoring::rows_in_lanes}) {
+    attncheck::force_decode_scoring(method);
+    INFO("method " << static_cast<int>(method));
+    CHECK(check_out_of_range_under_every_mask({1, 2, 6, 2300, 16, 20}, 701, 707) == 9);
+  }
+  attncheck::force_decode_scoring(attncheck::DecodeScoring::automatic);
 }
 
 namespace {
@@ -1152,9 +1165,12 @@ void check_bad_values_rejected(const Shape& shape, unsigned seed, const std::vec
 
 }  // namespace
 
-TEST_CASE("decode shapes: a non-finite K or V value, read or not, throws naming it and writes nothing") {
-  // n_q = 3 scores key by key, n_q = 6 four keys at a time.
+TEST_CASE("decode shapes: a non-finite K or V value, read or not, throws naming it and writes nothing, whatever the scoring method") {
+  for (const attncheck::DecodeScoring method : {attncheck::DecodeScoring::key_by_key, attncheck::DecodeScoring::four_keys,
+                                                attncheck::DecodeScoring::rows_in_lanes})
   for (const int64_t n_q : {3, 6}) {
+    attncheck::force_decode_scoring(method);
+    INFO("method " << static_cast<int>(method));
     const Shape shape{2, 2, n_q, 2100, 8, 5};
     Problem padded;  // keys past 1500 of batch 1 and past 1000 of batch 0 are read by no row
     padded.shape = shape;
@@ -1172,6 +1188,7 @@ TEST_CASE("decode shapes: a non-finite K or V value, read or not, throws naming 
         {"K[", &masked, true, (2 * nk + 7) * dk + 1, std::nanf("")},       // masked key
     }, {1, 2});
   }
+  attncheck::force_decode_scoring(attncheck::DecodeScoring::automatic);
 }
 
 TEST_CASE("streamed tiled shapes: a non-finite K or V value, read or not, throws naming it and writes nothing") {
