@@ -52,12 +52,14 @@ namespace hn = hwy::HWY_NAMESPACE;
 // (DotFourRows, DotRow). With 1 to 4 rows the path is bound by memory: scoring
 // four keys at a time was faster in cache there but slower against memory.
 // With 16 vector registers (kSixteenVectorRegisters) ScoreFourKeys' 16
-// accumulators spill and it took 1.4–2× as long as one key at a time; the
-// lanes over rows cost the same for 9 to 16 rows (whole vectors of 8) and
-// overtake one key at a time from 13 or 14 rows (AVX2, against memory:
-// 0.69–0.85× its time at 14 and 16 rows, 1.0–1.17× at 9 to 12;
-// docs/performance-decode.md).
-constexpr size_t kColumnsMinRows = kSixteenVectorRegisters ? 12 : 8;
+// accumulators spill and it took 1.4–2× as long as one key at a time. The
+// lanes over rows cost the same for 9 to 16 rows with vectors of 8 (AVX2) and
+// overtake one key at a time from 13 or 14 rows (against memory: 0.69–0.85×
+// its time at 14 and 16 rows, 1.0–1.17× at 9 to 12); with vectors of 4
+// (SSE4) they took 1.17–1.23× its time at 13 rows and 0.99–1.03× at 16,
+// so those targets keep one key at a time (docs/performance-decode.md).
+constexpr size_t kColumnsMinRows =
+    !kSixteenVectorRegisters ? 8 : hn::MaxLanes(DF()) >= 8 ? 12 : static_cast<size_t>(kDecodeMaxRows);
 constexpr size_t kFourKeysMinRows = kSixteenVectorRegisters ? kColumnsMinRows + 1 : 5;
 // Accumulators per register block with the lanes over rows (ScoreKeysInLanes,
 // AccumulateInLanes): with 16 registers, 12 leave room for two vectors of
