@@ -71,7 +71,7 @@ void add_bench_command(CLI::App& app) {
                   "Implementation to run, repeatable: fused, naive-eigen, naive-openblas, "
                   "reference-double (n <= 512 only), or any verify --impl name such as plugin:PATH "
                   "and exec:SPEC (their own compute time is recorded when they report it), or "
-                  "fused:METHOD (fused with one decode scoring method forced for n_q <= 16; see "
+                  "fused:METHOD (fused with one decode scoring method forced for n_q <= 32; see "
                   "verify --list); default fused");
   CLI::Option* n_option =
       cmd->add_option("--n", args->n, "Sequence lengths n = n_q = n_k, comma-separated")

@@ -25,8 +25,11 @@ inline constexpr int64_t kChunkRows = 64;
 inline constexpr int64_t kStreamMaxRows = 8 * kChunkRows;
 
 /// Decode path (decode-inl.h, RunDecode): calls with at most this many query
-/// rows stream K and V once, row-major, without packing Kᵀ.
-inline constexpr int64_t kDecodeMaxRows = 16;
+/// rows stream K and V once, row-major, without packing Kᵀ. 32: on AVX2 the
+/// decode path (the rows in the lanes, four vectors of rows) took 0.71–0.95×
+/// the streamed tiled path's time for 17–32 rows, which pay for two whole
+/// tiles of 16 there (docs/performance-decode.md).
+inline constexpr int64_t kDecodeMaxRows = 32;
 /// Keys per split of the decode path: each (slice, split) is one work item
 /// whose partial (max, sum, output) is merged with the others of its slice in
 /// split order. Fixed (never derived from the thread count), so the result is

@@ -967,18 +967,19 @@ TEST_CASE("the tables hold scale and τ beyond float whose ratio fits: S and L n
   }
 }
 
-// The decode path (n_q <= 16: K and V streamed once, keys split into chunks of
+// The decode path (n_q <= 32: K and V streamed once, keys split into chunks of
 // 1024 whose partials are merged in a fixed order): rows against the oracle,
 // every mask, several splits, d_k != d_v, batch and heads > 1, bitwise equal on
 // any thread count, every SIMD target, and K/V validated on the way.
 namespace {
 
-// Shapes with n_q = 1 .. 16 and n_k across one, two and three splits.
+// Shapes with n_q = 1 .. 32 and n_k across one, two and three splits.
 std::vector<Shape> decode_shapes() {
   return {
       {2, 3, 1, 2500, 33, 17}, {1, 2, 4, 1025, 64, 128}, {2, 1, 16, 2049, 16, 8},
       {1, 3, 3, 1024, 7, 65},  {3, 2, 5, 700, 128, 3},   {1, 1, 15, 3000, 9, 16},
       {1, 2, 1, 2100, 24, 203},  // one row wider than 8 vectors: V read in address order
+      {1, 2, 27, 1100, 40, 24},  {2, 1, 32, 2049, 64, 64},  // three and four vectors of rows on AVX2
   };
 }
 
@@ -1008,7 +1009,7 @@ Problem masked_decode_problem(const Shape& shape, unsigned seed) {
 
 }  // namespace
 
-TEST_CASE("decode shapes (n_q 1 to 16, n_k to 3000) match the oracle under every mask, bitwise on any thread count") {
+TEST_CASE("decode shapes (n_q 1 to 32, n_k to 3000) match the oracle under every mask, bitwise on any thread count") {
   unsigned seed = 500;
   int cases = 0;
   double worst = 0.0;
@@ -1037,7 +1038,7 @@ TEST_CASE("decode shapes (n_q 1 to 16, n_k to 3000) match the oracle under every
     }
   }
   std::printf("decode: %d cases, worst error/bound %.3g\n", cases, worst);
-  CHECK(cases == 63);
+  CHECK(cases == 81);
 }
 
 TEST_CASE("decode shapes are accurate on every SIMD target") {
@@ -1066,9 +1067,10 @@ TEST_CASE("every decode scoring method, forced, matches the oracle on every SIMD
   using attncheck::DecodeScoring;
   const DecodeScoring methods[] = {DecodeScoring::key_by_key, DecodeScoring::four_keys,
                                    DecodeScoring::rows_in_lanes};
-  // n_q 1, 6 and 16; d_k = 37 leaves a tail past the last whole vector; n_k
-  // spans two splits.
-  const Shape shapes[] = {{1, 2, 1, 1100, 37, 20}, {2, 1, 6, 1100, 64, 40}, {1, 1, 16, 700, 16, 8}};
+  // n_q 1, 6, 16 and 29; d_k = 37 leaves a tail past the last whole vector;
+  // n_k spans two splits.
+  const Shape shapes[] = {{1, 2, 1, 1100, 37, 20}, {2, 1, 6, 1100, 64, 40}, {1, 1, 16, 700, 16, 8},
+                          {1, 1, 29, 1100, 37, 20}};
   for (const std::string& name : attncheck::available_targets()) {
     attncheck::force_target(name);
     unsigned seed = 650;
