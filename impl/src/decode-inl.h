@@ -582,25 +582,10 @@ class DecodeWorker {
       VF acc[kCols][kRowVecs];
       for (size_t c = 0; c < cols; ++c)
         for (size_t i = 0; i < kRowVecs; ++i) acc[c][i] = hn::Mul(hn::Load(d_, ot + (c0 + c) * rowsp_ + i * N), alpha[i]);
-      if (cols == kCols) {
-        for (size_t j = 0; j < kcount; ++j) {
-          VF p[kRowVecs];
-          for (size_t i = 0; i < kRowVecs; ++i) p[i] = hn::Load(d_, st + j * rowsp_ + i * N);
-          for (size_t c = 0; c < kCols; ++c) {
-            const VF x = hn::Set(d_, v[j * dv + c0 + c]);
-            for (size_t i = 0; i < kRowVecs; ++i) acc[c][i] = hn::MulAdd(p[i], x, acc[c][i]);
-          }
-        }
-      } else {  // the last columns (as above, with a loop bound known only at run time)
-        for (size_t j = 0; j < kcount; ++j) {
-          VF p[kRowVecs];
-          for (size_t i = 0; i < kRowVecs; ++i) p[i] = hn::Load(d_, st + j * rowsp_ + i * N);
-          for (size_t c = 0; c < cols; ++c) {
-            const VF x = hn::Set(d_, v[j * dv + c0 + c]);
-            for (size_t i = 0; i < kRowVecs; ++i) acc[c][i] = hn::MulAdd(p[i], x, acc[c][i]);
-          }
-        }
-      }
+      if (cols == kCols)
+        OutputSteps<kRowVecs, kCols>(v + c0, kcount, cols, st, acc);
+      else
+        OutputSteps<kRowVecs, 0>(v + c0, kcount, cols, st, acc);
       for (size_t c = 0; c < cols; ++c)
         for (size_t i = 0; i < kRowVecs; ++i) hn::Store(acc[c][i], d_, ot + (c0 + c) * rowsp_ + i * N);
     }
@@ -651,30 +636,50 @@ class DecodeWorker {
     VF acc[kKeys][kRowVecs];
     for (size_t t = 0; t < kKeys; ++t)
       for (size_t i = 0; i < kRowVecs; ++i) acc[t][i] = hn::Zero(d_);
-    if (keys == kKeys) {
-      for (size_t x = 0; x < dk; ++x) {
-        ahead.Step();
-        VF qv[kRowVecs];
-        for (size_t i = 0; i < kRowVecs; ++i) qv[i] = hn::Load(d_, qt + x * rowsp_ + i * N);
-        for (size_t t = 0; t < kKeys; ++t) {
-          const VF kv = hn::Set(d_, kj[t * dk + x]);
-          for (size_t i = 0; i < kRowVecs; ++i) acc[t][i] = hn::MulAdd(qv[i], kv, acc[t][i]);
-        }
-      }
-    } else {  // the block's last keys (as above, with a loop bound known only at run time)
-      for (size_t x = 0; x < dk; ++x) {
-        ahead.Step();
-        VF qv[kRowVecs];
-        for (size_t i = 0; i < kRowVecs; ++i) qv[i] = hn::Load(d_, qt + x * rowsp_ + i * N);
-        for (size_t t = 0; t < keys; ++t) {
-          const VF kv = hn::Set(d_, kj[t * dk + x]);
-          for (size_t i = 0; i < kRowVecs; ++i) acc[t][i] = hn::MulAdd(qv[i], kv, acc[t][i]);
-        }
-      }
-    }
+    if (keys == kKeys)
+      ScoreSteps<kRowVecs, kKeys>(kj, keys, qt, acc, ahead);
+    else
+      ScoreSteps<kRowVecs, 0>(kj, keys, qt, acc, ahead);
     float* HWY_RESTRICT st = st_.get() + j * rowsp_ + r0;
     for (size_t t = 0; t < keys; ++t)
       for (size_t i = 0; i < kRowVecs; ++i) hn::Store(acc[t][i], d_, st + t * rowsp_ + i * N);
+  }
+
+  // acc[t][i] += Σ_x qt[x][i·N ..] · kj[t·dk + x] for t < keys (kCount when it
+  // is not 0: a whole register block, unrolled), x in order.
+  template <size_t kRowVecs, size_t kCount>
+  HWY_INLINE void ScoreSteps(const float* HWY_RESTRICT kj, size_t keys, const float* HWY_RESTRICT qt,
+                             VF (&acc)[kColumnBlock / kRowVecs][kRowVecs], Prefetcher& ahead) const {
+    const size_t N = hn::Lanes(d_);
+    const size_t dk = lay_.dk;
+    const size_t n = kCount != 0 ? kCount : keys;
+    for (size_t x = 0; x < dk; ++x) {
+      ahead.Step();
+      VF qv[kRowVecs];
+      for (size_t i = 0; i < kRowVecs; ++i) qv[i] = hn::Load(d_, qt + x * rowsp_ + i * N);
+      for (size_t t = 0; t < n; ++t) {
+        const VF kv = hn::Set(d_, kj[t * dk + x]);
+        for (size_t i = 0; i < kRowVecs; ++i) acc[t][i] = hn::MulAdd(qv[i], kv, acc[t][i]);
+      }
+    }
+  }
+
+  // acc[c][i] += Σ_j st[j][i·N ..] · v[j·dv + c] for c < cols (kCount when it
+  // is not 0, unrolled) and j < kcount, in order.
+  template <size_t kRowVecs, size_t kCount>
+  HWY_INLINE void OutputSteps(const float* HWY_RESTRICT v, size_t kcount, size_t cols, const float* HWY_RESTRICT st,
+                              VF (&acc)[kColumnBlock / kRowVecs][kRowVecs]) const {
+    const size_t N = hn::Lanes(d_);
+    const size_t dv = lay_.dv;
+    const size_t n = kCount != 0 ? kCount : cols;
+    for (size_t j = 0; j < kcount; ++j) {
+      VF p[kRowVecs];
+      for (size_t i = 0; i < kRowVecs; ++i) p[i] = hn::Load(d_, st + j * rowsp_ + i * N);
+      for (size_t c = 0; c < n; ++c) {
+        const VF x = hn::Set(d_, v[j * dv + c]);
+        for (size_t i = 0; i < kRowVecs; ++i) acc[c][i] = hn::MulAdd(p[i], x, acc[c][i]);
+      }
+    }
   }
 #endif
 

@@ -893,6 +893,20 @@ int check_out_of_range_under_every_mask(const Shape& shape, unsigned mask_seed, 
   return checked;
 }
 
+// The decode scoring methods, each forced in turn by the tests below.
+constexpr attncheck::DecodeScoring kForcedScorings[] = {
+    attncheck::DecodeScoring::key_by_key, attncheck::DecodeScoring::four_keys, attncheck::DecodeScoring::rows_in_lanes};
+
+// Forces a decode scoring method while in scope and restores the automatic
+// choice after it, also when a REQUIRE leaves the scope early.
+class ForcedScoring {
+ public:
+  explicit ForcedScoring(attncheck::DecodeScoring method) { attncheck::force_decode_scoring(method); }
+  ~ForcedScoring() { attncheck::force_decode_scoring(attncheck::DecodeScoring::automatic); }
+  ForcedScoring(const ForcedScoring&) = delete;
+  ForcedScoring& operator=(const ForcedScoring&) = delete;
+};
+
 }  // namespace
 
 TEST_CASE("rows mixing overflowing and ordinary keys, over batch and heads, every mask, 1 2 3 and all threads") {
@@ -919,14 +933,12 @@ TEST_CASE("every available SIMD target computes the rows fp32 cannot hold") {
     attncheck::force_target(name);
     INFO("target " << name);
     // small_scale and huge_v take the decode path: with each scoring method.
-    for (const attncheck::DecodeScoring method : {attncheck::DecodeScoring::key_by_key, attncheck::DecodeScoring::four_keys,
-                                                  attncheck::DecodeScoring::rows_in_lanes}) {
-      attncheck::force_decode_scoring(method);
+    for (const attncheck::DecodeScoring method : kForcedScorings) {
+      const ForcedScoring forced(method);
       INFO("method " << static_cast<int>(method));
       check_out_of_range(small_scale, small_in);
       check_out_of_range(huge_v, huge_v_in);
     }
-    attncheck::force_decode_scoring(attncheck::DecodeScoring::automatic);
     check_out_of_range(mixed, mixed_in, huge_rows);
   }
   attncheck::force_target("");
@@ -1064,9 +1076,6 @@ TEST_CASE("decode shapes are accurate on every SIMD target") {
 }
 
 TEST_CASE("every decode scoring method, forced, matches the oracle on every SIMD target, bitwise on any thread count") {
-  using attncheck::DecodeScoring;
-  const DecodeScoring methods[] = {DecodeScoring::key_by_key, DecodeScoring::four_keys,
-                                   DecodeScoring::rows_in_lanes};
   // n_q 1, 6, 16 and 29; d_k = 37 leaves a tail past the last whole vector;
   // n_k spans two splits.
   const Shape shapes[] = {{1, 2, 1, 1100, 37, 20}, {2, 1, 6, 1100, 64, 40}, {1, 1, 16, 700, 16, 8},
@@ -1080,8 +1089,8 @@ TEST_CASE("every decode scoring method, forced, matches the oracle on every SIMD
       const Inputs in = normal_inputs(shape, seed++);
       const Oracle ref = oracle(p, in);
       std::vector<std::vector<float>> outputs;
-      for (DecodeScoring method : methods) {
-        attncheck::force_decode_scoring(method);
+      for (const attncheck::DecodeScoring method : kForcedScorings) {
+        const ForcedScoring forced(method);
         INFO("target " << name << ", method " << static_cast<int>(method) << ", " << attncheck::canonical_name(p));
         outputs.push_back(run_fused(p, in, 1));
         const Comparison cmp = compare_output(p, in, ref, outputs.back());
@@ -1089,7 +1098,6 @@ TEST_CASE("every decode scoring method, forced, matches the oracle on every SIMD
         CHECK(cmp.worst_ratio <= 1.0);
         check_decode_threads(p, in);
       }
-      attncheck::force_decode_scoring(DecodeScoring::automatic);
       differs[0] = differs[0] || outputs[0] != outputs[1];
       differs[1] = differs[1] || outputs[0] != outputs[2];
       differs[2] = differs[2] || outputs[1] != outputs[2];
@@ -1108,13 +1116,11 @@ TEST_CASE("every decode scoring method, forced, matches the oracle on every SIMD
 }
 
 TEST_CASE("decode shapes: rows fp32 cannot hold, in any split, are computed on every thread count by every scoring method") {
-  for (const attncheck::DecodeScoring method : {attncheck::DecodeScoring::key_by_key, attncheck::DecodeScoring::four_keys,
-                                                attncheck::DecodeScoring::rows_in_lanes}) {
-    attncheck::force_decode_scoring(method);
+  for (const attncheck::DecodeScoring method : kForcedScorings) {
+    const ForcedScoring forced(method);
     INFO("method " << static_cast<int>(method));
     CHECK(check_out_of_range_under_every_mask({1, 2, 6, 2300, 16, 20}, 701, 707) == 9);
   }
-  attncheck::force_decode_scoring(attncheck::DecodeScoring::automatic);
 }
 
 namespace {
@@ -1168,11 +1174,11 @@ void check_bad_values_rejected(const Shape& shape, unsigned seed, const std::vec
 }  // namespace
 
 TEST_CASE("decode shapes: a non-finite K or V value, read or not, throws naming it and writes nothing, whatever the scoring method") {
-  for (const attncheck::DecodeScoring method : {attncheck::DecodeScoring::key_by_key, attncheck::DecodeScoring::four_keys,
-                                                attncheck::DecodeScoring::rows_in_lanes})
-  for (const int64_t n_q : {3, 6}) {
-    attncheck::force_decode_scoring(method);
-    INFO("method " << static_cast<int>(method));
+  // n_q 27: three vectors of rows on AVX2.
+  for (const attncheck::DecodeScoring method : kForcedScorings)
+  for (const int64_t n_q : {3, 6, 27}) {
+    const ForcedScoring forced(method);
+    INFO("method " << static_cast<int>(method) << ", n_q " << n_q);
     const Shape shape{2, 2, n_q, 2100, 8, 5};
     Problem padded;  // keys past 1500 of batch 1 and past 1000 of batch 0 are read by no row
     padded.shape = shape;
@@ -1190,7 +1196,6 @@ TEST_CASE("decode shapes: a non-finite K or V value, read or not, throws naming 
         {"K[", &masked, true, (2 * nk + 7) * dk + 1, std::nanf("")},       // masked key
     }, {1, 2});
   }
-  attncheck::force_decode_scoring(attncheck::DecodeScoring::automatic);
 }
 
 TEST_CASE("streamed tiled shapes: a non-finite K or V value, read or not, throws naming it and writes nothing") {
