@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "attncheck/attention.h"
 #include "attncheck/bench.h"
 #include "budget.h"
 #include "commands.h"
@@ -68,11 +69,12 @@ void add_bench_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "bench", "Benchmark the fused attention against its peers (Google Benchmark)");
   cmd->add_option("--impl", args->impls,
-                  "Implementation to run, repeatable: fused, naive-eigen, naive-openblas, "
-                  "reference-double (n <= 512 only), or any verify --impl name such as plugin:PATH "
-                  "and exec:SPEC (their own compute time is recorded when they report it), or "
-                  "fused:METHOD (fused with one decode scoring method forced for n_q <= 32; see "
-                  "verify --list); default fused");
+                  fmt::format("Implementation to run, repeatable: fused, naive-eigen, naive-openblas, "
+                              "reference-double (n <= 512 only), or any verify --impl name such as "
+                              "plugin:PATH and exec:SPEC (their own compute time is recorded when they "
+                              "report it), or fused:METHOD (fused with one decode scoring method forced "
+                              "for n_q <= {}; see verify --list); default fused",
+                              kDecodeMaxQueryRows));
   CLI::Option* n_option =
       cmd->add_option("--n", args->n, "Sequence lengths n = n_q = n_k, comma-separated")
           ->capture_default_str();

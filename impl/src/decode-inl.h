@@ -272,7 +272,7 @@ class DecodeWorker {
     }
 #endif
     o_ = Allocate<float>(rows4_ * lay.dvp);
-    s_ = Allocate<float>(rows4_ * kPanelKeys);
+    if (!columns_) s_ = Allocate<float>(rows4_ * kPanelKeys);  // BlockInLanes scores into st_
     m_ = Allocate<float>(row_state);
     l_ = Allocate<float>(row_state);
     alpha_ = Allocate<float>(row_state);

@@ -29,7 +29,7 @@ inline constexpr int64_t kStreamMaxRows = 8 * kChunkRows;
 /// decode path (the rows in the lanes, four vectors of rows) took 0.71–0.95×
 /// the streamed tiled path's time for 17–32 rows, which pay for two whole
 /// tiles of 16 there (docs/performance-decode.md).
-inline constexpr int64_t kDecodeMaxRows = 32;
+inline constexpr int64_t kDecodeMaxRows = kDecodeMaxQueryRows;
 /// Keys per split of the decode path: each (slice, split) is one work item
 /// whose partial (max, sum, output) is merged with the others of its slice in
 /// split order. Fixed (never derived from the thread count), so the result is

@@ -10,9 +10,13 @@
 
 namespace attncheck {
 
+/// Calls with at most this many query rows take the decode path (K and V
+/// streamed once, in place; see attention()); longer ones the tiled path.
+inline constexpr int64_t kDecodeMaxQueryRows = 32;
+
 struct AttentionOptions {
   /// Worker threads over (batch, head, query block), or over (batch, head,
-  /// block of 1024 keys) for n_q <= 32; 0 means one per hardware thread. The
+  /// block of 1024 keys) for n_q <= kDecodeMaxQueryRows; 0 means one per hardware thread. The
   /// result is bitwise identical whatever the count.
   int threads = 1;
   /// Optional output, [batch][heads][n_q]: each row's natural log-sum-exp of
@@ -36,7 +40,7 @@ struct AttentionOptions {
 /// a masked key never takes part, however large its logit. Their lse is ±inf
 /// when the exact value is beyond float.
 ///
-/// Decode and short queries (n_q <= 32): K and V are read once, in place (no
+/// Decode and short queries (n_q <= kDecodeMaxQueryRows): K and V are read once, in place (no
 /// packing), the keys of each slice split into blocks of 1024 that the threads
 /// share (so two threads help even with one head), each block's partial
 /// softmax merged with the others by log-sum-exp in block order — a split that
@@ -79,7 +83,7 @@ std::string active_target();
 /// attention() calls, not while one runs on another thread.
 void force_target(const std::string& name);
 
-/// How the decode path (n_q <= 32) computes its dot products: `automatic`
+/// How the decode path (n_q <= kDecodeMaxQueryRows) computes its dot products: `automatic`
 /// picks by SIMD target and row count (docs/performance-decode.md); the others
 /// force one method for every row count, so that each runs, and can be tested
 /// and timed, on any machine: one key at a time along d, four keys at a time
