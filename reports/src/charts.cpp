@@ -852,8 +852,7 @@ std::vector<std::vector<std::string>> decode_table(const Model& model) {
                  std::to_string(m->threads), format_number(m->time_s * 1e3) + " ms", number(m->gbytes_per_s),
                  number(m->gflops), number(r.intensity), roof,
                  r.fraction ? format_number(*r.fraction * 100, 2) + " %" : "—",
-                 m->compute_s ? format_number(*m->compute_s * 1e3) + " ms" : "—",
-                 m->statistic == "median" ? fmt::format("median of {}", m->repetitions) : "single run"});
+                 m->compute_s ? format_number(*m->compute_s * 1e3) + " ms" : "—", format_statistic(*m)});
   }
   return t;
 }

@@ -205,6 +205,16 @@ std::string format_speedup(const Speedup& s, int64_t own_largest_n) {
   return fmt::format("{}× (n={})", format_number(*s.factor), s.n);
 }
 
+std::string format_statistic(const Measurement& m) {
+  if (m.statistic != "median") return "single run";
+  std::string text = fmt::format("median of {}", m.repetitions);
+  if (m.time_min_s && m.time_max_s)
+    text += fmt::format(" ({}–{} ms, spread {} %)", format_number(*m.time_min_s * 1e3),
+                        format_number(*m.time_max_s * 1e3),
+                        format_number((*m.time_max_s - *m.time_min_s) / m.time_s * 100, 2));
+  return text;
+}
+
 void analyse(Model& model) {
   for (Series& s : model.series) {
     std::vector<std::pair<double, double>> points;

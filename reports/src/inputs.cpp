@@ -247,6 +247,13 @@ void load_bench_file(const std::string& file, Model& model) {
       continue;
     }
     if (!(m.time_s > 0)) fail(file, fmt::format("benchmark '{}': field 'real_time' must be positive", run_name));
+    if (rows.iterations.size() >= 2) {
+      for (const json* b : rows.iterations) {
+        const double t = measure(*b, "benchmark '" + run_name + "'");
+        m.time_min_s = std::min(m.time_min_s.value_or(t), t);
+        m.time_max_s = std::max(m.time_max_s.value_or(t), t);
+      }
+    }
     m.threads = static_cast<int>(integer_field(fields, "threads").value_or(
         static_cast<int64_t>(number_or_string(*source, "threads").value_or(1))));
     m.family_index = static_cast<int>(number_or_string(*source, "family_index").value_or(-1));

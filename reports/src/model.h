@@ -43,6 +43,9 @@ struct Measurement {
   double time_s = 0;       ///< real (wall) time per iteration, seconds
   std::string statistic;   ///< "median" or "single"
   int repetitions = 1;
+  /// The fastest and slowest repetition's wall time, seconds (two or more
+  /// repetitions written as iteration rows): the noise the median hides.
+  std::optional<double> time_min_s, time_max_s;
   std::optional<double> gflops;         ///< useful GFLOP/s (counter flops / 1e9, else gflops)
   std::optional<double> peak_fraction;  ///< counter peak_fraction, else gflops / peak
   std::optional<double> gbytes_per_s;   ///< counter bytes / 1e9: bytes moved per second
@@ -188,5 +191,9 @@ std::string render_html(const Model& model, const std::vector<Chart>& charts, co
 std::string format_number(double value, int significant = 3);
 std::string format_fit(const std::optional<PowerFit>& fit);
 std::string format_speedup(const Speedup& s, int64_t own_largest_n);
+/// A measurement's statistic for the tables: "single run", "median of 3", or
+/// "median of 3 (0.336–0.369 ms, spread 9.8 %)" where the repetitions are known;
+/// the spread is (slowest − fastest) / median.
+std::string format_statistic(const Measurement& m);
 
 }  // namespace attncheck::report_detail

@@ -147,7 +147,7 @@ Table measurements_table(const Model& model, const Config& config) {
       t.push_back({s.implementation, std::to_string(m.n), format_number(m.time_s * 1e3) + " ms",
                    m.gflops ? format_number(*m.gflops) : "—",
                    m.peak_fraction ? format_number(*m.peak_fraction * 100, 2) + " %" : "—",
-                   m.statistic == "median" ? fmt::format("median of {}", m.repetitions) : "single run"});
+                   format_statistic(m)});
   }
   return t;
 }
@@ -405,7 +405,8 @@ std::vector<Counterexample> counterexamples(const VerifyRun& run) {
 
 /// What the decode table's columns mean.
 constexpr const char* decode_legend =
-    "Wall time per call (median over repetitions); GB/s counts K and V once up to the last readable key, Q and O "
+    "Wall time per call (median over repetitions; the statistic gives the fastest and slowest repetition and "
+    "their spread, so that differences smaller than it read as noise); GB/s counts K and V once up to the last readable key, Q and O "
     "once; flop/byte is useful flops per byte moved. The binding roof is the lower of the FMA peak (per core × "
     "threads) and read bandwidth × flop/byte, with the bandwidth measured in the same run for the same thread "
     "count; % of binding roof is GB/s over bandwidth where memory binds, GFLOP/s over peak where the FMA peak "
@@ -581,6 +582,8 @@ std::string render_json(const Model& model) {
                          {"time_seconds", m.time_s},
                          {"time_statistic", m.statistic},
                          {"repetitions", m.repetitions},
+                         {"time_min_seconds", optional_number(m.time_min_s)},
+                         {"time_max_seconds", optional_number(m.time_max_s)},
                          {"gflops", optional_number(m.gflops)},
                          {"peak_fraction", optional_number(m.peak_fraction)},
                          {"verdict", verdict}});

@@ -56,10 +56,19 @@ TEST_CASE("the report builds from the fixtures without running a benchmark") {
   // for each of two masks, plus 2 n of the repetitions file.
   CHECK(report["records"].size() == (3 * 5 + 2) * 2 + 2);
   CHECK(report["verification"].size() == 2);
+  size_t ranged = 0;
   for (const auto& record : report["records"]) {
     CHECK(record["time_seconds"].get<double>() > 0);
     CHECK(record.contains("verdict"));
+    // Single runs have no range; the repetitions file's records bracket their median.
+    CHECK(record["time_min_seconds"].is_null() == (record["repetitions"] == 1));
+    if (record["time_min_seconds"].is_null()) continue;
+    ++ranged;
+    CHECK(record["time_min_seconds"].get<double>() == Approx(0.33554432e-3 * (record["problem"]["n"] == 512 ? 4 : 1)));
+    CHECK(record["time_min_seconds"].get<double>() <= record["time_seconds"].get<double>());
+    CHECK(record["time_max_seconds"].get<double>() >= record["time_seconds"].get<double>());
   }
+  CHECK(ranged == 2);
   // 7 headline rows per mask: fused, naive-eigen, naive-openblas, reference-double; plus the d=128 fused row.
   CHECK(result.headline.size() == 4 * 2 + 1);
 }
@@ -99,6 +108,9 @@ TEST_CASE("the Markdown headline holds the expected rows and numbers") {
   // The repetitions file: the median of 1.10, 1.00 and 1.02 × the 100 GFLOP/s time (98.0), not the mean (96.2).
   const std::string repeated = headline_line(md, "d=128, mask=none, threads=2", "fused");
   CHECK_THAT(repeated, Contains("| fused | 512 | 98.0 | 41 % |"));
+  // Its measurements table: the fastest and slowest of the three repetitions and their spread.
+  CHECK_THAT(md, Contains("| fused | 256 | 0.342 ms | 98.0 | 41 % | median of 3 (0.336–0.369 ms, spread 9.8 %) |"));
+  CHECK_THAT(md, Contains("| fused | 512 | 1.37 ms | 98.0 | 41 % | median of 3 (1.34–1.48 ms, spread 9.8 %) |"));
   // Conditions under the tables.
   CHECK_THAT(md, Contains("AMD EPYC 9R45 (fixture) (2 logical CPUs), 1 thread, g++ 12.2.0 -O3 -DNDEBUG, SIMD target "
                           "AVX3_ZEN4, single run (1 repetition), wall time, load average 0.12"));
@@ -213,6 +225,10 @@ TEST_CASE("a bench file with only aggregates (--benchmark_report_aggregates_only
   const auto report = nlohmann::json::parse(read_text(result.json_path));
   CHECK(report["records"][0]["time_statistic"] == "median");
   CHECK(report["records"][0]["repetitions"] == 3);
+  // Without the repetitions' own rows their range is unknown: null, and not printed.
+  CHECK(report["records"][0]["time_min_seconds"].is_null());
+  CHECK(report["records"][0]["time_max_seconds"].is_null());
+  CHECK_THAT(read_text(result.markdown_path), Contains("| median of 3 |"));
 }
 
 TEST_CASE("a benchmark that reported an error is listed with its message, the rest is reported") {
