@@ -248,8 +248,10 @@ void load_bench_file(const std::string& file, Model& model) {
     }
     if (!(m.time_s > 0)) fail(file, fmt::format("benchmark '{}': field 'real_time' must be positive", run_name));
     if (rows.iterations.size() >= 2) {
-      for (const json* b : rows.iterations) {
-        const double t = measure(*b, "benchmark '" + run_name + "'");
+      for (size_t i = 0; i < rows.iterations.size(); ++i) {
+        const double t = measure(*rows.iterations[i], "benchmark '" + run_name + "'");
+        if (!(t > 0))
+          fail(file, fmt::format("benchmark '{}', repetition {}: field 'real_time' must be positive", run_name, i + 1));
         m.time_min_s = std::min(m.time_min_s.value_or(t), t);
         m.time_max_s = std::max(m.time_max_s.value_or(t), t);
       }

@@ -109,6 +109,27 @@ TEST_CASE("a bench entry with a wrong field type is named") {
   CHECK_THAT(message, Contains("field 'real_time' must be a number"));
 }
 
+TEST_CASE("a repetition with a time that is not positive is named, though the median is fine") {
+  ScratchDir dir;
+  auto doc = nlohmann::json::parse(read_text(fixture("bench_repetitions.json")));
+  int seen = 0;
+  for (auto& b : doc["benchmarks"])  // the second repetition of n = 512
+    if (b["run_type"] == "iteration" && b["name"] == "fused/n:512/d:128/mask:none/threads:2" && ++seen == 2)
+      b["real_time"] = -0.5;
+  REQUIRE(seen == 3);
+  {
+    std::ofstream out(dir.sub("negative.json"));
+    out << doc.dump(2);
+  }
+  ReportInputs inputs;
+  inputs.bench_files = {dir.sub("negative.json")};
+  const std::string message = error_of(inputs, dir.sub("report"));
+  CHECK_THAT(message, Contains("negative.json"));
+  CHECK_THAT(message, Contains("benchmark 'fused/n:512/d:128/mask:none/threads:2', repetition 2: field 'real_time' "
+                               "must be positive"));
+  CHECK_FALSE(std::filesystem::exists(dir.sub("report")));
+}
+
 TEST_CASE("no input files at all is an error") {
   ScratchDir dir;
   CHECK_THAT(error_of(ReportInputs{}, dir.sub("report")), Contains("no input files"));
