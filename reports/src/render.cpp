@@ -36,6 +36,21 @@ json optional_number(const std::optional<double>& value) {
   return *value;
 }
 
+/// The fields a record of report.json shares whatever the shape: who, which
+/// benchmark, and its wall time with the statistic and the repetitions' range.
+json measurement_json(const Measurement& m, json problem) {
+  return {{"implementation", m.implementation},
+          {"problem", std::move(problem)},
+          {"benchmark", m.benchmark},
+          {"bench_run", m.run},
+          {"time_seconds", m.time_s},
+          {"time_statistic", m.statistic},
+          {"repetitions", m.repetitions},
+          {"time_min_seconds", optional_number(m.time_min_s)},
+          {"time_max_seconds", optional_number(m.time_max_s)},
+          {"gflops", optional_number(m.gflops)}};
+}
+
 json fit_json(const std::optional<PowerFit>& fit) {
   if (!fit) return nullptr;
   return {{"exponent", fit->exponent},
@@ -575,18 +590,10 @@ std::string render_json(const Model& model) {
     json ns = json::array();
     for (const Measurement& m : s.points) {
       ns.push_back(m.n);
-      records.push_back({{"implementation", m.implementation},
-                         {"problem", {{"n", m.n}, {"d", m.d}, {"mask", m.mask}, {"threads", m.threads}}},
-                         {"benchmark", m.benchmark},
-                         {"bench_run", m.run},
-                         {"time_seconds", m.time_s},
-                         {"time_statistic", m.statistic},
-                         {"repetitions", m.repetitions},
-                         {"time_min_seconds", optional_number(m.time_min_s)},
-                         {"time_max_seconds", optional_number(m.time_max_s)},
-                         {"gflops", optional_number(m.gflops)},
-                         {"peak_fraction", optional_number(m.peak_fraction)},
-                         {"verdict", verdict}});
+      json record = measurement_json(m, {{"n", m.n}, {"d", m.d}, {"mask", m.mask}, {"threads", m.threads}});
+      record["peak_fraction"] = optional_number(m.peak_fraction);
+      record["verdict"] = verdict;
+      records.push_back(record);
     }
     json gb = nullptr;
     if (s.gbench)
@@ -604,6 +611,21 @@ std::string render_json(const Model& model) {
   }
   out["records"] = records;
   out["series"] = series;
+  json cross = json::array();
+  for (const Measurement& m : model.cross) {
+    const Roofline r = roofline(model, m);
+    json record = measurement_json(
+        m, {{"n_q", m.n_q}, {"n_k", m.n_k}, {"d", m.d}, {"mask", m.mask}, {"threads", m.threads}});
+    record["compute_seconds"] = optional_number(m.compute_s);
+    record["gbytes_per_s"] = optional_number(m.gbytes_per_s);
+    record["roofline"] = {{"flop_per_byte", optional_number(r.intensity)},
+                          {"peak_gflops", optional_number(r.peak_gflops)},
+                          {"bandwidth_gbps", optional_number(r.bandwidth_gbps)},
+                          {"binds", r.binds.empty() ? json() : json(r.binds)},
+                          {"fraction", optional_number(r.fraction)}};
+    cross.push_back(record);
+  }
+  out["cross_records"] = cross;
   json headline = json::array();
   for (const HeadlineRow& row : model.headline) {
     json speedups = json::array();

@@ -462,4 +462,29 @@ TEST_CASE("cross shapes are charted as GB/s vs n_k under the measured bandwidth,
   const std::string html = read_text(result.html_path);
   CHECK_THAT(html, Contains("<h2>Decode and cross shapes</h2>"));
   CHECK_THAT(html, Contains("<figure id=\"decode-d128-none\">"));
+
+  // report.json carries the same rows and verdicts of the roofline for CI to read.
+  const auto report = nlohmann::json::parse(read_text(result.json_path));
+  REQUIRE(report["cross_records"].size() == 4);
+  CHECK(report["records"].empty());
+  std::map<std::string, nlohmann::json> by_name;
+  for (const auto& r : report["cross_records"]) by_name[r["benchmark"].get<std::string>()] = r;
+  const auto& decode = by_name.at("fused/n_q:1/n_k:16384/d:128/mask:none/threads:1");
+  CHECK(decode["problem"]["n_q"] == 1);
+  CHECK(decode["problem"]["n_k"] == 16384);
+  CHECK(decode["time_seconds"].get<double>() == Approx(2.1e-3));
+  CHECK(decode["roofline"]["binds"] == "memory");
+  CHECK(decode["roofline"]["bandwidth_gbps"].get<double>() == Approx(40));
+  CHECK(decode["roofline"]["fraction"].get<double>() == Approx(0.8));
+  CHECK(decode["compute_seconds"].is_null());
+  CHECK(decode["time_min_seconds"].is_null());  // one repetition
+  const auto& two = by_name.at("fused/n_q:1/n_k:16384/d:128/mask:none/threads:2");
+  CHECK(two["roofline"]["bandwidth_gbps"].get<double>() == Approx(50));
+  const auto& cross = by_name.at("fused/n_q:64/n_k:4096/d:128/mask:none/threads:1");
+  CHECK(cross["roofline"]["binds"] == "FMA");
+  CHECK(cross["roofline"]["peak_gflops"].get<double>() == Approx(200));
+  CHECK(cross["roofline"]["fraction"].get<double>() == Approx(0.75));
+  CHECK(cross["roofline"]["flop_per_byte"].get<double>() == Approx(37.5));
+  CHECK(by_name.at("exec:fake/n_q:1/n_k:16384/d:128/mask:none/threads:1")["compute_seconds"].get<double>() ==
+        Approx(2e-3));
 }
