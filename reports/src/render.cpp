@@ -72,14 +72,32 @@ std::string number_of(const json& j, const char* key) {
   return format_number(j[key].get<double>());
 }
 
-/// The conditions of every bench file that measured this configuration.
+/// The conditions of every bench file that measured this configuration, and
+/// the widest spread of any measurement's repetitions: the noise floor of the
+/// speed-ups the headline gives.
 std::string config_conditions(const Model& model, const Config& config) {
   std::set<size_t> runs;
-  for (const Series& s : model.series)
-    if (s.config == config) runs.insert(s.run);
+  double widest = 0;
+  std::string where;
+  for (const Series& s : model.series) {
+    if (s.config != config) continue;
+    runs.insert(s.run);
+    for (const Measurement& m : s.points) {
+      if (!m.time_min_s || !m.time_max_s) continue;
+      const double spread = (*m.time_max_s - *m.time_min_s) / m.time_s;
+      if (spread > widest) {
+        widest = spread;
+        where = fmt::format("{}, n = {}", m.implementation, m.n);
+      }
+    }
+  }
   std::vector<std::string> lines;
   for (size_t run : runs) lines.push_back(bench_conditions(model.runs[run], config.threads));
-  return fmt::format("{}", fmt::join(lines, "; "));
+  std::string text = fmt::format("{}", fmt::join(lines, "; "));
+  if (!where.empty())
+    text += fmt::format("; repetitions spread by up to {} % ({}): smaller differences are noise",
+                        format_number(widest * 100, 2), where);
+  return text;
 }
 
 /// The headline tables, one per configuration (plus one for implementations

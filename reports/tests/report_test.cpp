@@ -115,6 +115,13 @@ TEST_CASE("the Markdown headline holds the expected rows and numbers") {
   CHECK_THAT(md, Contains("AMD EPYC 9R45 (fixture) (2 logical CPUs), 1 thread, g++ 12.2.0 -O3 -DNDEBUG, SIMD target "
                           "AVX3_ZEN4, single run (1 repetition), wall time, load average 0.12"));
   CHECK_THAT(md, Contains("2 threads, g++ 12.2.0 -O3 -DNDEBUG, SIMD target AVX3_ZEN4, median of 3 repetitions"));
+  // ... and the widest spread of its repetitions; the single runs state none.
+  CHECK_THAT(md, Contains("; repetitions spread by up to 9.8 % (fused, n = "));
+  CHECK_THAT(md, Contains("): smaller differences are noise._"));
+  size_t spreads = 0;
+  for (size_t at = md.find("repetitions spread by"); at != std::string::npos; at = md.find("repetitions spread by", at + 1))
+    ++spreads;
+  CHECK(spreads == 2);  // the d=128 configuration's headline and measurements tables
   // Every table states its conditions: a headline and a measurements table per configuration (3), and
   // a property table per verify file (2).
   size_t conditions = 0;
