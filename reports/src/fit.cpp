@@ -208,10 +208,9 @@ std::string format_speedup(const Speedup& s, int64_t own_largest_n) {
 std::string format_statistic(const Measurement& m) {
   if (m.statistic != "median") return "single run";
   std::string text = fmt::format("median of {}", m.repetitions);
-  if (m.time_min_s && m.time_max_s)
+  if (const auto spread = m.spread())
     text += fmt::format(" ({}–{} ms, spread {} %)", format_number(*m.time_min_s * 1e3),
-                        format_number(*m.time_max_s * 1e3),
-                        format_number((*m.time_max_s - *m.time_min_s) / m.time_s * 100, 2));
+                        format_number(*m.time_max_s * 1e3), format_number(*spread * 100, 2));
   return text;
 }
 

@@ -46,6 +46,11 @@ struct Measurement {
   /// The fastest and slowest repetition's wall time, seconds (two or more
   /// repetitions written as iteration rows): the noise the median hides.
   std::optional<double> time_min_s, time_max_s;
+  /// (slowest − fastest) / median, where the repetitions are known.
+  std::optional<double> spread() const {
+    if (!time_min_s || !time_max_s) return std::nullopt;
+    return (*time_max_s - *time_min_s) / time_s;
+  }
   std::optional<double> gflops;         ///< useful GFLOP/s (counter flops / 1e9, else gflops)
   std::optional<double> peak_fraction;  ///< counter peak_fraction, else gflops / peak
   std::optional<double> gbytes_per_s;   ///< counter bytes / 1e9: bytes moved per second

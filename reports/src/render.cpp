@@ -83,10 +83,9 @@ std::string config_conditions(const Model& model, const Config& config) {
     if (s.config != config) continue;
     runs.insert(s.run);
     for (const Measurement& m : s.points) {
-      if (!m.time_min_s || !m.time_max_s) continue;
-      const double spread = (*m.time_max_s - *m.time_min_s) / m.time_s;
-      if (spread > widest) {
-        widest = spread;
+      const auto spread = m.spread();
+      if (spread && *spread > widest) {
+        widest = *spread;
         where = fmt::format("{}, n = {}", m.implementation, m.n);
       }
     }
@@ -439,8 +438,8 @@ std::vector<Counterexample> counterexamples(const VerifyRun& run) {
 /// What the decode table's columns mean.
 constexpr const char* decode_legend =
     "Wall time per call (median over repetitions; the statistic gives the fastest and slowest repetition and "
-    "their spread, so that differences smaller than it read as noise); GB/s counts K and V once up to the last readable key, Q and O "
-    "once; flop/byte is useful flops per byte moved. The binding roof is the lower of the FMA peak (per core × "
+    "their spread, so that differences smaller than it read as noise); GB/s counts K and V once up to the last "
+    "readable key, Q and O once; flop/byte is useful flops per byte moved. The binding roof is the lower of the FMA peak (per core × "
     "threads) and read bandwidth × flop/byte, with the bandwidth measured in the same run for the same thread "
     "count; % of binding roof is GB/s over bandwidth where memory binds, GFLOP/s over peak where the FMA peak "
     "binds. Own compute time is what a plugin or exec child reported (compute_seconds); charts and rates use the "
