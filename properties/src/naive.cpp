@@ -135,6 +135,7 @@ void naive_attention(const Problem& p, std::span<const float> q, std::span<const
   std::vector<T> logits(static_cast<size_t>(s.n_q * s.n_k));
   std::vector<T> a(logits.size());
   std::vector<char> ok(logits.size());
+  std::vector<T> mixed(static_cast<size_t>(s.d_v));  // one row of A·V
   // Results go to these first: nothing is written when a row is rejected.
   std::vector<float> o_result(out.size()), w_result(weights.size());
 
@@ -148,9 +149,18 @@ void naive_attention(const Problem& p, std::span<const float> q, std::span<const
         k_base = slice * s.n_q * s.d_k;
         v_base = slice * s.n_q * s.d_v;
       }
-      // Wrapped reads keep the wrong-stride mutant inside its buffers.
-      auto k_at = [&](int64_t j, int64_t t) { return k[static_cast<size_t>((k_base + j * s.d_k + t) % s.k_size())]; };
-      auto v_at = [&](int64_t j, int64_t c) { return v[static_cast<size_t>((v_base + j * s.d_v + c) % s.v_size())]; };
+      // Wrapped reads keep the wrong-stride mutant inside its buffers; the
+      // other codes read in range and skip the division (most of this
+      // function's time when every read paid it).
+      const bool wraps = flaw == Flaw::wrong_head_stride;
+      auto k_at = [&](int64_t j, int64_t t) {
+        const int64_t at = k_base + j * s.d_k + t;
+        return k[static_cast<size_t>(wraps ? at % s.k_size() : at)];
+      };
+      auto v_at = [&](int64_t j, int64_t c) {
+        const int64_t at = v_base + j * s.d_v + c;
+        return v[static_cast<size_t>(wraps ? at % s.v_size() : at)];
+      };
       // The logit of (i, j) computed in U: dot product in reverse order, then
       // the scale, then τ.
       auto logit_in = [&]<class U>(int64_t i, int64_t j) {
@@ -243,14 +253,23 @@ void naive_attention(const Problem& p, std::span<const float> q, std::span<const
                             *std::max_element(a.begin() + static_cast<std::ptrdiff_t>(row0),
                                               a.begin() + static_cast<std::ptrdiff_t>(row0) + s.n_k) > T(0.99);
         const bool misaligned = flaw == Flaw::v_rows_misaligned || peaked;
+        auto v_row = [&](int64_t j) { return misaligned ? (j + 1) % s.n_k : j; };
+        // Every column sums its terms from the last key to the first; the
+        // columns advance together so that V is read row by row.
+        std::fill(mixed.begin(), mixed.end(), T(0));
+        for (int64_t j = s.n_k - 1; j >= 0; --j) {
+          const T aj = a[row0 + static_cast<size_t>(j)];
+          const int64_t jv = v_row(j);
+          for (int64_t c = 0; c < s.d_v; ++c) mixed[static_cast<size_t>(c)] += aj * v_at(jv, c);
+        }
         for (int64_t c = 0; c < s.d_v; ++c) {
           auto mix = [&]<class U>() {
             U acc = 0;
             for (int64_t j = s.n_k - 1; j >= 0; --j)
-              acc += U(a[row0 + static_cast<size_t>(j)]) * U(v_at(misaligned ? (j + 1) % s.n_k : j, c));
+              acc += U(a[row0 + static_cast<size_t>(j)]) * U(v_at(v_row(j), c));
             return acc;
           };
-          T acc = mix.template operator()<T>();
+          T acc = mixed[static_cast<size_t>(c)];
           if (!std::isfinite(acc)) {
             // Partial sums of V rows near float's maximum can overflow T; the
             // exact value lies within the largest |V|, so recompute wider and
