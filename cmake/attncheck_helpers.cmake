@@ -37,7 +37,9 @@ target_compile_options(attncheck_catch_main PRIVATE ${ATTNCHECK_TEST_OPTIMIZATIO
 # Builds one Catch2 executable and registers each TEST_CASE with CTest, at
 # ATTNCHECK_TEST_OPTIMIZATION unless OPTIMIZED: tests that compute heavily in
 # their own files (impl_tests: a naive fp32 composition at n = 2048 and bounds
-# over large grids ran 2x slower at -O0) keep the build type's flags.
+# over large grids ran 2x slower at -O0) keep the build type's flags. The
+# others reuse one precompiled header of the shared third-party headers
+# (cmake/test_pch.cmake).
 # A TEST_CASE tagged ATTNCHECK_NO_SANITIZE (appended to its tags: "[x]"
 # ATTNCHECK_NO_SANITIZE) is hidden in the sanitized build, so it runs in the
 # normal run only: the statistical and many-seed tests whose code the
@@ -47,7 +49,8 @@ function(attncheck_add_test name)
   add_executable(${name} ${T_SOURCES} $<TARGET_OBJECTS:attncheck_catch_main>)
   target_link_libraries(${name} PRIVATE Catch2::Catch2 attncheck::warnings ${T_LIBS})
   if(NOT T_OPTIMIZED)
-    target_compile_options(${name} PRIVATE ${ATTNCHECK_TEST_OPTIMIZATION})
+    target_compile_options(${name} PRIVATE ${ATTNCHECK_TEST_OPTIMIZATION} -Winvalid-pch)
+    target_precompile_headers(${name} REUSE_FROM attncheck_test_pch)
   endif()
   if(ATTNCHECK_SANITIZE)
     target_compile_definitions(${name} PRIVATE "ATTNCHECK_NO_SANITIZE=\"[.][no_sanitize]\"")
