@@ -33,7 +33,8 @@ if(ATTNCHECK_SANITIZE)
   #   library they call is instrumented;
   # - benchmark executables and tests (bench/, reference_bench, impl_fused_bench,
   #   reference_cli:run_checks_every_golden_case): a benchmark under a sanitizer
-  #   measures nothing;
+  #   measures nothing; the suite behind `attncheck bench` is built at -O0 and
+  #   not instrumented (bench/CMakeLists.txt);
   # - plugin_cli:* (attncheck verify end to end on hostile plugins and exec:
   #   children): the same loader and protocol code runs instrumented in
   #   plugin_tests and plugin_hostile_tests;
