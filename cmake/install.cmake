@@ -47,7 +47,7 @@ install(FILES ${CMAKE_BINARY_DIR}/attncheckConfig.cmake ${CMAKE_BINARY_DIR}/attn
 # The consumer is built with -march=native and the library without: the
 # public headers must not hand out types whose layout depends on ISA flags.
 # It is built at -O0: its one file is set-up and calls into the installed
-# (optimized) libraries, and at -O3 it took 48 s of the suite to compile.
+# (optimized) libraries; it compiled in 21 s instead of 38-40 s at -O3.
 if(BUILD_TESTING AND TARGET attncheck_properties AND TARGET attncheck_plugin)
   set(scratch ${CMAKE_BINARY_DIR}/consumer-test)
   add_test(NAME consumer:install

@@ -1,7 +1,7 @@
 # One precompiled header for every test executable built at
 # ATTNCHECK_TEST_OPTIMIZATION (attncheck_add_test): the heaviest third-party
-# headers that the test files share. Parsing them was about a third of each test
-# file's compile time (properties_tests' unity file: 22 s, 14 s with it).
+# headers that the test files share. Reusing it, a test file compiled in
+# 0.69-0.97 of the time (docs/reliability.md, "CI time").
 # Included after cmake/sanitize.cmake, so that it is built with the same
 # flags as the tests that reuse it; a test whose flags differ would fall back
 # to parsing the headers (GCC checks, and -Winvalid-pch says so).
