@@ -7,6 +7,9 @@
 # to parsing the headers (GCC checks, and -Winvalid-pch says so).
 # An executable, like the tests, so that its flags are theirs (-fPIE where a
 # library would have -fPIC); it is never run.
+if(NOT BUILD_TESTING)
+  return()
+endif()
 add_executable(attncheck_test_pch ${CMAKE_SOURCE_DIR}/cmake/test_pch.cpp)
 # Not fmt: its core.h switches GCC to optimize("Og") between push_options and
 # pop_options, and a precompiled header does not restore the pop, so every
