@@ -122,11 +122,20 @@ class Prefetcher {
     begin_[ranges_] = reinterpret_cast<const char*>(x);
     end_[ranges_++] = reinterpret_cast<const char*>(x + count);
   }
+  // Spreads the lines added so far over `steps` calls of Step() (at least one
+  // line a step), so that few are left for Finish() to issue in a burst.
+  void Spread(size_t steps) {
+    size_t lines = 0;
+    for (size_t i = 0; i < ranges_; ++i) lines += static_cast<size_t>(end_[i] - begin_[i] + 63) / 64;
+    per_step_ = std::max<size_t>(1, hwy::DivCeil(lines, std::max<size_t>(steps, 1)));
+  }
   HWY_INLINE void Step() {
-    while (current_ < ranges_ && begin_[current_] >= end_[current_]) ++current_;
-    if (current_ == ranges_) return;
-    hwy::Prefetch(begin_[current_]);
-    begin_[current_] += 64;
+    for (size_t i = 0; i < per_step_; ++i) {
+      while (current_ < ranges_ && begin_[current_] >= end_[current_]) ++current_;
+      if (current_ == ranges_) return;
+      hwy::Prefetch(begin_[current_]);
+      begin_[current_] += 64;
+    }
   }
   void Finish() {
     for (; current_ < ranges_; ++current_)
@@ -136,7 +145,7 @@ class Prefetcher {
  private:
   const char* begin_[2] = {};
   const char* end_[2] = {};
-  size_t ranges_ = 0, current_ = 0;
+  size_t ranges_ = 0, current_ = 0, per_step_ = 1;
 };
 
 // The packed-group path reads panels packed before the phase: nothing to fetch.

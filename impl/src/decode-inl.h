@@ -66,6 +66,14 @@ constexpr size_t kFourKeysMinRows = kSixteenVectorRegisters ? kColumnsMinRows + 
 // rows and a broadcast.
 constexpr size_t kColumnBlock = kSixteenVectorRegisters ? 12 : 24;
 
+// The largest power of two below n (0 for n <= 1): the register blocks of the
+// rest after whole blocks of n take each such power at most once.
+constexpr size_t PowerOfTwoBelow(size_t n) {
+  size_t p = 1;
+  while (2 * p < n) p *= 2;
+  return n <= 1 ? 0 : p;
+}
+
 // Σ_x q[x]·k[x]: vectors over x (four accumulators), the rest one by one.
 // q is padded to whole vectors and aligned; k is a row of the caller's K.
 HWY_INLINE float DotRow(DF d, const float* HWY_RESTRICT q, const float* HWY_RESTRICT k, size_t dk) {
@@ -566,120 +574,132 @@ class DecodeWorker {
   }
 
   // ot_[c][r0 ..] = alpha · ot_[c][r0 ..] + Σ_{j<kcount} v[j][c] · st_[j][r0 ..]
-  // for every column c, kRowVecs vectors of rows from r0, in register blocks
-  // of kColumnBlock / kRowVecs columns (v: the block's rows of V, stride d_v).
+  // for every column c, kRowVecs vectors of rows from r0 (v: the block's rows
+  // of V, stride d_v), in register blocks of kColumnBlock / kRowVecs columns,
+  // then of powers of two for the rest (every block's size is known at compile
+  // time: one known at run time kept its accumulators in memory).
   template <size_t kRowVecs>
   HWY_INLINE void AccumulateInLanes(const float* HWY_RESTRICT v, size_t kcount, size_t r0) {
     constexpr size_t kCols = kColumnBlock / kRowVecs;
+    size_t c0 = 0;
+    for (; c0 + kCols <= lay_.dv; c0 += kCols) OutputBlock<kRowVecs, kCols>(v, kcount, r0, c0);
+    OutputRest<kRowVecs, PowerOfTwoBelow(kCols)>(v, kcount, r0, c0);
+  }
+
+  template <size_t kRowVecs, size_t kCols>
+  HWY_INLINE void OutputRest(const float* HWY_RESTRICT v, size_t kcount, size_t r0, size_t c0) {
+    if constexpr (kCols > 0) {
+      if (lay_.dv - c0 >= kCols) {
+        OutputBlock<kRowVecs, kCols>(v, kcount, r0, c0);
+        c0 += kCols;
+      }
+      OutputRest<kRowVecs, kCols / 2>(v, kcount, r0, c0);
+    }
+  }
+
+  // One register block of AccumulateInLanes: columns c0 .. c0 + kCols, the
+  // sums along the keys in order.
+  template <size_t kRowVecs, size_t kCols>
+  HWY_INLINE void OutputBlock(const float* HWY_RESTRICT v, size_t kcount, size_t r0, size_t c0) {
     const size_t N = hn::Lanes(d_);
     const size_t dv = lay_.dv;
     const float* HWY_RESTRICT st = st_.get() + r0;
-    float* HWY_RESTRICT ot = ot_.get() + r0;
-    VF alpha[kRowVecs];
-    for (size_t i = 0; i < kRowVecs; ++i) alpha[i] = hn::Load(d_, alpha_.get() + r0 + i * N);
-    for (size_t c0 = 0; c0 < dv; c0 += kCols) {
-      const size_t cols = std::min(kCols, dv - c0);
-      VF acc[kCols][kRowVecs];
-      for (size_t c = 0; c < cols; ++c)
-        for (size_t i = 0; i < kRowVecs; ++i) acc[c][i] = hn::Mul(hn::Load(d_, ot + (c0 + c) * rowsp_ + i * N), alpha[i]);
-      if (cols == kCols)
-        OutputSteps<kRowVecs, kCols>(v + c0, kcount, cols, st, acc);
-      else
-        OutputSteps<kRowVecs, 0>(v + c0, kcount, cols, st, acc);
-      for (size_t c = 0; c < cols; ++c)
-        for (size_t i = 0; i < kRowVecs; ++i) hn::Store(acc[c][i], d_, ot + (c0 + c) * rowsp_ + i * N);
+    float* HWY_RESTRICT ot = ot_.get() + r0 + c0 * rowsp_;
+    VF acc[kCols][kRowVecs];
+    for (size_t i = 0; i < kRowVecs; ++i) {
+      const VF alpha = hn::Load(d_, alpha_.get() + r0 + i * N);
+      for (size_t c = 0; c < kCols; ++c) acc[c][i] = hn::Mul(hn::Load(d_, ot + c * rowsp_ + i * N), alpha);
     }
+    for (size_t j = 0; j < kcount; ++j) {
+      VF p[kRowVecs];
+      for (size_t i = 0; i < kRowVecs; ++i) p[i] = hn::Load(d_, st + j * rowsp_ + i * N);
+      HWY_UNROLL(32)  // the accumulators stay in registers only when unrolled
+      for (size_t c = 0; c < kCols; ++c) {
+        const VF x = hn::Set(d_, v[j * dv + c0 + c]);
+        for (size_t i = 0; i < kRowVecs; ++i) acc[c][i] = hn::MulAdd(p[i], x, acc[c][i]);
+      }
+    }
+    for (size_t c = 0; c < kCols; ++c)
+      for (size_t i = 0; i < kRowVecs; ++i) hn::Store(acc[c][i], d_, ot + c * rowsp_ + i * N);
   }
 
   // st_[j][r] = q_r · k_{j0 + j} for every row and j < kcount, with the lanes
   // over query rows (from qt_): each FMA takes one key element broadcast.
   // Register blocks of up to two vectors of rows by kColumnBlock / 2 or
-  // kColumnBlock keys (ScoreKeysInLanes). k and v are the slice's. While a
-  // register block is scored, the values of its keys and the keys one block
-  // further are prefetched, a cache line per step along d (Prefetcher):
-  // issued all at once they stall the core (against memory on AVX2: 1.1–1.5×
-  // the time with the 64 keys' lines issued before the block; at d = 128,
-  // 1.15–1.3× with each register block's issued before it;
-  // docs/performance-decode.md).
+  // kColumnBlock keys, then powers of two for the rest of the block's keys
+  // (ScoreKeysInLanes; compile-time sizes, as in AccumulateInLanes). k and v
+  // are the slice's.
   HWY_NOINLINE void ScoreColumns(const float* k, const float* v, size_t j0, size_t kcount, size_t k1) {
-    const size_t N = hn::Lanes(d_);
-    const size_t vecs = rowsp_ / N;
+    const size_t vecs = rowsp_ / hn::Lanes(d_);
     for (size_t v0 = 0; v0 < vecs; v0 += 2) {
-      const bool pair = vecs - v0 >= 2;
-      const size_t keys_per_block = pair ? kColumnBlock / 2 : kColumnBlock;
-      for (size_t j = 0; j < kcount; j += keys_per_block) {
-        const size_t keys = std::min(keys_per_block, kcount - j);
-        Prefetcher ahead;
-        if (v0 == 0) {
-          const size_t key = j0 + j;
-          ahead.Add(v + key * lay_.dv, keys * lay_.dv);
-          if (key + kPanelKeys < k1)
-            ahead.Add(k + (key + kPanelKeys) * lay_.dk, (std::min(key + keys + kPanelKeys, k1) - key - kPanelKeys) * lay_.dk);
-        }
-        if (pair)
-          ScoreKeysInLanes<2>(k + (j0 + j) * lay_.dk, keys, j, v0 * N, ahead);
-        else
-          ScoreKeysInLanes<1>(k + (j0 + j) * lay_.dk, keys, j, v0 * N, ahead);
-        ahead.Finish();
-      }
+      if (vecs - v0 >= 2)
+        ScoreRowVectors<2>(k, v, j0, kcount, k1, v0);
+      else
+        ScoreRowVectors<1>(k, v, j0, kcount, k1, v0);
     }
   }
 
-  // st_[j + t][r0 .. r0 + kRowVecs·N) = dot products of key t (kj + t·dk,
-  // t < keys) with those rows of Qᵀ, summed along x in order.
   template <size_t kRowVecs>
-  HWY_INLINE void ScoreKeysInLanes(const float* HWY_RESTRICT kj, size_t keys, size_t j, size_t r0, Prefetcher& ahead) {
+  HWY_INLINE void ScoreRowVectors(const float* k, const float* v, size_t j0, size_t kcount, size_t k1, size_t v0) {
     constexpr size_t kKeys = kColumnBlock / kRowVecs;
+    size_t j = 0;
+    for (; j + kKeys <= kcount; j += kKeys) ScoreKeysInLanes<kRowVecs, kKeys>(k, v, j0, j, k1, v0);
+    ScoreRest<kRowVecs, PowerOfTwoBelow(kKeys)>(k, v, j0, j, kcount, k1, v0);
+  }
+
+  template <size_t kRowVecs, size_t kKeys>
+  HWY_INLINE void ScoreRest(const float* k, const float* v, size_t j0, size_t j, size_t kcount, size_t k1,
+                            size_t v0) {
+    if constexpr (kKeys > 0) {
+      if (kcount - j >= kKeys) {
+        ScoreKeysInLanes<kRowVecs, kKeys>(k, v, j0, j, k1, v0);
+        j += kKeys;
+      }
+      ScoreRest<kRowVecs, kKeys / 2>(k, v, j0, j, kcount, k1, v0);
+    }
+  }
+
+  // st_[j + t][v0·N .. (v0 + kRowVecs)·N) = dot products of key j0 + j + t
+  // (t < kKeys) with those rows of Qᵀ, summed along x in order. While the
+  // first vectors of rows are scored, the values of these keys and the keys
+  // one block further are prefetched, spread over the steps along d
+  // (Prefetcher): issued all at once they stall the core (against memory on
+  // AVX2: 1.1–1.5× the time with the 64 keys' lines issued before the block;
+  // at d = 128, 1.15–1.3× with each register block's issued before it; on
+  // AVX-512 at d = 128, one line a step left two thirds of them to a burst
+  // after the block, which took a third of the scoring time;
+  // docs/performance-decode.md).
+  template <size_t kRowVecs, size_t kKeys>
+  HWY_INLINE void ScoreKeysInLanes(const float* k, const float* v, size_t j0, size_t j, size_t k1, size_t v0) {
     const size_t N = hn::Lanes(d_);
     const size_t dk = lay_.dk;
-    const float* HWY_RESTRICT qt = qt_.get() + r0;
+    const size_t key = j0 + j;
+    Prefetcher ahead;
+    if (v0 == 0) {
+      ahead.Add(v + key * lay_.dv, kKeys * lay_.dv);
+      if (key + kPanelKeys < k1)
+        ahead.Add(k + (key + kPanelKeys) * dk, (std::min(key + kKeys + kPanelKeys, k1) - key - kPanelKeys) * dk);
+      ahead.Spread(dk);
+    }
+    const float* HWY_RESTRICT kj = k + key * dk;
+    const float* HWY_RESTRICT qt = qt_.get() + v0 * N;
     VF acc[kKeys][kRowVecs];
     for (size_t t = 0; t < kKeys; ++t)
       for (size_t i = 0; i < kRowVecs; ++i) acc[t][i] = hn::Zero(d_);
-    if (keys == kKeys)
-      ScoreSteps<kRowVecs, kKeys>(kj, keys, qt, acc, ahead);
-    else
-      ScoreSteps<kRowVecs, 0>(kj, keys, qt, acc, ahead);
-    float* HWY_RESTRICT st = st_.get() + j * rowsp_ + r0;
-    for (size_t t = 0; t < keys; ++t)
-      for (size_t i = 0; i < kRowVecs; ++i) hn::Store(acc[t][i], d_, st + t * rowsp_ + i * N);
-  }
-
-  // acc[t][i] += Σ_x qt[x][i·N ..] · kj[t·dk + x] for t < keys (kCount when it
-  // is not 0: a whole register block, unrolled), x in order.
-  template <size_t kRowVecs, size_t kCount>
-  HWY_INLINE void ScoreSteps(const float* HWY_RESTRICT kj, size_t keys, const float* HWY_RESTRICT qt,
-                             VF (&acc)[kColumnBlock / kRowVecs][kRowVecs], Prefetcher& ahead) const {
-    const size_t N = hn::Lanes(d_);
-    const size_t dk = lay_.dk;
-    const size_t n = kCount != 0 ? kCount : keys;
     for (size_t x = 0; x < dk; ++x) {
       ahead.Step();
       VF qv[kRowVecs];
       for (size_t i = 0; i < kRowVecs; ++i) qv[i] = hn::Load(d_, qt + x * rowsp_ + i * N);
-      for (size_t t = 0; t < n; ++t) {
+      HWY_UNROLL(32)  // the accumulators stay in registers only when unrolled
+      for (size_t t = 0; t < kKeys; ++t) {
         const VF kv = hn::Set(d_, kj[t * dk + x]);
         for (size_t i = 0; i < kRowVecs; ++i) acc[t][i] = hn::MulAdd(qv[i], kv, acc[t][i]);
       }
     }
-  }
-
-  // acc[c][i] += Σ_j st[j][i·N ..] · v[j·dv + c] for c < cols (kCount when it
-  // is not 0, unrolled) and j < kcount, in order.
-  template <size_t kRowVecs, size_t kCount>
-  HWY_INLINE void OutputSteps(const float* HWY_RESTRICT v, size_t kcount, size_t cols, const float* HWY_RESTRICT st,
-                              VF (&acc)[kColumnBlock / kRowVecs][kRowVecs]) const {
-    const size_t N = hn::Lanes(d_);
-    const size_t dv = lay_.dv;
-    const size_t n = kCount != 0 ? kCount : cols;
-    for (size_t j = 0; j < kcount; ++j) {
-      VF p[kRowVecs];
-      for (size_t i = 0; i < kRowVecs; ++i) p[i] = hn::Load(d_, st + j * rowsp_ + i * N);
-      for (size_t c = 0; c < n; ++c) {
-        const VF x = hn::Set(d_, v[j * dv + c]);
-        for (size_t i = 0; i < kRowVecs; ++i) acc[c][i] = hn::MulAdd(p[i], x, acc[c][i]);
-      }
-    }
+    ahead.Finish();
+    float* HWY_RESTRICT st = st_.get() + j * rowsp_ + v0 * N;
+    for (size_t t = 0; t < kKeys; ++t)
+      for (size_t i = 0; i < kRowVecs; ++i) hn::Store(acc[t][i], d_, st + t * rowsp_ + i * N);
   }
 #endif
 
