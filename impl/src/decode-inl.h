@@ -628,34 +628,46 @@ class DecodeWorker {
   // Register blocks of up to two vectors of rows by kColumnBlock / 2 or
   // kColumnBlock keys, then powers of two for the rest of the block's keys
   // (ScoreKeysInLanes; compile-time sizes, as in AccumulateInLanes). k and v
-  // are the slice's.
+  // are the slice's. d_k = 64 and 128 are compile-time constants too: with a
+  // run-time row stride each of a block's keys needs a pointer of its own,
+  // and 24 of them spilled (a reload from the stack per FMA).
   HWY_NOINLINE void ScoreColumns(const float* k, const float* v, size_t j0, size_t kcount, size_t k1) {
-    const size_t vecs = rowsp_ / hn::Lanes(d_);
-    for (size_t v0 = 0; v0 < vecs; v0 += 2) {
-      if (vecs - v0 >= 2)
-        ScoreRowVectors<2>(k, v, j0, kcount, k1, v0);
-      else
-        ScoreRowVectors<1>(k, v, j0, kcount, k1, v0);
+    switch (lay_.dk) {
+      case 64: return ScoreColumnsOf<64>(k, v, j0, kcount, k1);
+      case 128: return ScoreColumnsOf<128>(k, v, j0, kcount, k1);
+      default: return ScoreColumnsOf<0>(k, v, j0, kcount, k1);
     }
   }
 
-  template <size_t kRowVecs>
+  // kDk: d_k when it is not 0.
+  template <size_t kDk>
+  HWY_INLINE void ScoreColumnsOf(const float* k, const float* v, size_t j0, size_t kcount, size_t k1) {
+    const size_t vecs = rowsp_ / hn::Lanes(d_);
+    for (size_t v0 = 0; v0 < vecs; v0 += 2) {
+      if (vecs - v0 >= 2)
+        ScoreRowVectors<2, kDk>(k, v, j0, kcount, k1, v0);
+      else
+        ScoreRowVectors<1, kDk>(k, v, j0, kcount, k1, v0);
+    }
+  }
+
+  template <size_t kRowVecs, size_t kDk>
   HWY_INLINE void ScoreRowVectors(const float* k, const float* v, size_t j0, size_t kcount, size_t k1, size_t v0) {
     constexpr size_t kKeys = kColumnBlock / kRowVecs;
     size_t j = 0;
-    for (; j + kKeys <= kcount; j += kKeys) ScoreKeysInLanes<kRowVecs, kKeys>(k, v, j0, j, k1, v0);
-    ScoreRest<kRowVecs, PowerOfTwoBelow(kKeys)>(k, v, j0, j, kcount, k1, v0);
+    for (; j + kKeys <= kcount; j += kKeys) ScoreKeysInLanes<kRowVecs, kKeys, kDk>(k, v, j0, j, k1, v0);
+    ScoreRest<kRowVecs, PowerOfTwoBelow(kKeys), kDk>(k, v, j0, j, kcount, k1, v0);
   }
 
-  template <size_t kRowVecs, size_t kKeys>
+  template <size_t kRowVecs, size_t kKeys, size_t kDk>
   HWY_INLINE void ScoreRest(const float* k, const float* v, size_t j0, size_t j, size_t kcount, size_t k1,
                             size_t v0) {
     if constexpr (kKeys > 0) {
       if (kcount - j >= kKeys) {
-        ScoreKeysInLanes<kRowVecs, kKeys>(k, v, j0, j, k1, v0);
+        ScoreKeysInLanes<kRowVecs, kKeys, kDk>(k, v, j0, j, k1, v0);
         j += kKeys;
       }
-      ScoreRest<kRowVecs, kKeys / 2>(k, v, j0, j, kcount, k1, v0);
+      ScoreRest<kRowVecs, kKeys / 2, kDk>(k, v, j0, j, kcount, k1, v0);
     }
   }
 
@@ -669,10 +681,10 @@ class DecodeWorker {
   // AVX-512 at d = 128, one line a step left two thirds of them to a burst
   // after the block, which took a third of the scoring time;
   // docs/performance-decode.md).
-  template <size_t kRowVecs, size_t kKeys>
+  template <size_t kRowVecs, size_t kKeys, size_t kDk>
   HWY_INLINE void ScoreKeysInLanes(const float* k, const float* v, size_t j0, size_t j, size_t k1, size_t v0) {
     const size_t N = hn::Lanes(d_);
-    const size_t dk = lay_.dk;
+    const size_t dk = kDk != 0 ? kDk : lay_.dk;
     const size_t key = j0 + j;
     Prefetcher ahead;
     if (v0 == 0) {
