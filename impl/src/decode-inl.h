@@ -386,7 +386,7 @@ class DecodeWorker {
         const VF shift = hn::Set(d_, m_new);
         VF sum = hn::Zero(d_);
         for (size_t c = 0; c < kPanelKeys; c += N) {
-          const VF pv = hn::Exp(d_, hn::Sub(hn::Mul(hn::Load(d_, srow + c), scale), shift));
+          const VF pv = SoftmaxExp(d_, hn::Sub(hn::Mul(hn::Load(d_, srow + c), scale), shift));
           hn::Store(pv, d_, srow + c);
           sum = hn::Add(sum, pv);
         }
@@ -552,7 +552,7 @@ class DecodeWorker {
       for (size_t lane = 0; lane < N; ++lane) part[lane] = hn::Zero(d_);
       for (size_t j = 0; j < kcount; ++j) {
         float* HWY_RESTRICT sj = st + j * rowsp_ + r0;
-        const VF p = hn::IfThenZeroElse(empty, hn::Exp(d_, hn::Sub(hn::Mul(hn::Load(d_, sj), scale), m_new)));
+        const VF p = hn::IfThenZeroElse(empty, SoftmaxExp(d_, hn::Sub(hn::Mul(hn::Load(d_, sj), scale), m_new)));
         hn::Store(p, d_, sj);
         part[j % N] = hn::Add(part[j % N], p);
       }
