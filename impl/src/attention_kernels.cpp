@@ -19,6 +19,18 @@ bool Attention(const KernelArgs& args, int64_t threads) {
 
 int64_t KernelTarget() { return HWY_TARGET; }
 
+void SoftmaxExpValues(const float* x, float* out, size_t count) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  HWY_ALIGN float tail[hn::MaxLanes(DF())] = {};
+  size_t i = 0;
+  for (; i + N <= count; i += N) hn::StoreU(SoftmaxExp(d, hn::LoadU(d, x + i)), d, out + i);
+  if (i == count) return;
+  std::copy(x + i, x + count, tail);
+  hn::Store(SoftmaxExp(d, hn::Load(d, tail)), d, tail);
+  std::copy(tail, tail + (count - i), out + i);
+}
+
 }  // namespace attncheck::detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -27,12 +39,17 @@ namespace attncheck::detail {
 
 HWY_EXPORT(Attention);
 HWY_EXPORT(KernelTarget);
+HWY_EXPORT(SoftmaxExpValues);
 
 bool run_attention(const KernelArgs& args, int64_t threads) {
   return HWY_DYNAMIC_DISPATCH(Attention)(args, threads);
 }
 
 int64_t dispatched_target() { return HWY_DYNAMIC_DISPATCH(KernelTarget)(); }
+
+void softmax_exp(const float* x, float* out, size_t count) {
+  HWY_DYNAMIC_DISPATCH(SoftmaxExpValues)(x, out, count);
+}
 
 }  // namespace attncheck::detail
 #endif  // HWY_ONCE

@@ -3,6 +3,7 @@
 // this header is compiled once, the kernels once per instruction set.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "attncheck/attention.h"
@@ -71,5 +72,9 @@ bool run_attention(const KernelArgs& args, int64_t threads);
 
 /// The HWY_TARGET bit of the kernel that HWY_DYNAMIC_DISPATCH selects now.
 int64_t dispatched_target();
+
+/// out[i] = the kernels' softmax exp (SoftmaxExp) of x[i] on the dispatched
+/// target, for tests of its accuracy.
+void softmax_exp(const float* x, float* out, size_t count);
 
 }  // namespace attncheck::detail
