@@ -294,7 +294,9 @@ HWY_INLINE VF BitReverseLanes(DF d, VF v) {
 HWY_INLINE VF SoftmaxExp(DF d, VF x) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   static_assert(hn::MaxLanes(DF()) == 16, "one __m512 per vector");
-  x = hn::Max(x, hn::Set(d, -104.0f));  // exp(-104) rounds to 0; -inf and NaN go there too
+  // exp(-104) rounds to 0; -inf goes there, and so does NaN (x86 max returns
+  // its second operand when either is NaN; impl_softmax_exp_tests checks it).
+  x = hn::Max(x, hn::Set(d, -104.0f));
   const VF n = hn::Round(hn::Mul(x, hn::Set(d, 1.44269504088896341f)));
   VF r = hn::MulAdd(n, hn::Set(d, -0.693145751953125f), x);
   r = hn::MulAdd(n, hn::Set(d, -1.428606765330187045e-6f), r);
