@@ -512,17 +512,19 @@ class DecodeWorker {
     // 1. Dot products.
     ScoreColumns(k, v, j0, kcount, k1);
     // 2. Overflowed readable dot products (and bad keys, which row 0 meets),
-    // then keys past a row's limit or refused by the mask, and padding rows.
+    // then keys past a row's limit or refused by the mask. Padding rows (q = 0,
+    // scores 0) are left unmasked: their lanes never meet a real row's, and
+    // they are discarded; masking them lane by lane took 1.4x the time of the
+    // whole call at n_q = 24 (docs/performance-decode.md).
     VF nonfinite = hn::Zero(d_);  // x·0 is NaN exactly where x is ±inf or NaN; padding rows' q is 0
     for (size_t e = 0; e < kcount * rowsp_; e += N)
       nonfinite = hn::Add(nonfinite, hn::Mul(hn::Load(d_, st + e), hn::Zero(d_)));
     const bool all_finite = hn::AllTrue(d_, hn::Eq(nonfinite, nonfinite));
-    for (size_t r = 0; r < rowsp_; ++r) {
-      const int64_t readable = r < rows_ ? std::clamp<int64_t>(limits_[r] - static_cast<int64_t>(j0), 0,
-                                                               static_cast<int64_t>(kcount))
-                                         : 0;
-      const uint8_t* mrow = mask && r < rows_ ? mask + r * nk + j0 : nullptr;
-      if (!all_finite && r < rows_) {
+    for (size_t r = 0; r < rows_; ++r) {
+      const int64_t readable =
+          std::clamp<int64_t>(limits_[r] - static_cast<int64_t>(j0), 0, static_cast<int64_t>(kcount));
+      const uint8_t* mrow = mask ? mask + r * nk + j0 : nullptr;
+      if (!all_finite) {
         for (size_t j = 0; j < kcount; ++j) {
           if (std::isfinite(st[j * rowsp_ + r])) continue;
           if (r == 0 && !AllFiniteValues(d_, k + (j0 + j) * dk, dk)) finite = false;  // bad input
