@@ -354,10 +354,7 @@ class DecodeWorker {
         const uint8_t* mrow = mask ? mask + r * nk + j0 : nullptr;
         const int64_t readable =
             std::clamp<int64_t>(limits_[r] - static_cast<int64_t>(j0), 0, static_cast<int64_t>(kcount));
-        VF nonfinite = hn::Zero(d_);  // x·0 is NaN exactly where x is ±inf or NaN
-        for (size_t c = 0; c < kPanelKeys; c += N)
-          nonfinite = hn::Add(nonfinite, hn::Mul(hn::Load(d_, srow + c), hn::Zero(d_)));
-        if (!hn::AllTrue(d_, hn::Eq(nonfinite, nonfinite))) {  // lanes past kcount are -inf
+        if (!AllFiniteValues(d_, srow, kPanelKeys)) {  // lanes past kcount are -inf
           for (size_t j = 0; j < kcount; ++j) {
             if (std::isfinite(srow[j])) continue;
             if (r == 0 && !AllFiniteValues(d_, k + (j0 + j) * dk, dk)) finite = false;  // bad input
@@ -516,10 +513,7 @@ class DecodeWorker {
     // scores 0) are left unmasked: their lanes never meet a real row's, and
     // they are discarded; masking them lane by lane took 1.4x the time of the
     // whole call at n_q = 24 (docs/performance-decode.md).
-    VF nonfinite = hn::Zero(d_);  // x·0 is NaN exactly where x is ±inf or NaN; padding rows' q is 0
-    for (size_t e = 0; e < kcount * rowsp_; e += N)
-      nonfinite = hn::Add(nonfinite, hn::Mul(hn::Load(d_, st + e), hn::Zero(d_)));
-    const bool all_finite = hn::AllTrue(d_, hn::Eq(nonfinite, nonfinite));
+    const bool all_finite = AllFiniteValues(d_, st, kcount * rowsp_);  // padding rows' q is 0
     for (size_t r = 0; r < rows_; ++r) {
       const int64_t readable =
           std::clamp<int64_t>(limits_[r] - static_cast<int64_t>(j0), 0, static_cast<int64_t>(kcount));
