@@ -327,6 +327,7 @@ class DecodeWorker {
     const int64_t hi = *std::max_element(limits_.get(), limits_.get() + rows_);
     const auto k0 = static_cast<size_t>(split * kSplitKeys);
     const size_t kend = std::min(nk, k0 + static_cast<size_t>(kSplitKeys));
+    split_first_key_ = k0;
     // Keys at or past every row's limit are read by no row (causal, padding);
     // they are only validated.
     const size_t k1 = std::clamp(static_cast<size_t>(std::max<int64_t>(hi, 0)), k0, kend);
@@ -507,6 +508,7 @@ class DecodeWorker {
     const size_t dk = lay_.dk, dv = lay_.dv, nk = lay_.nk, vecs = rowsp_ / N;
     float* HWY_RESTRICT st = st_.get();
     // 1. Dot products.
+    first_block_ = j0 == static_cast<size_t>(split_first_key_);
     ScoreColumns(k, v, j0, kcount, k1);
     // 2. Overflowed readable dot products (and bad keys, which row 0 meets),
     // then keys past a row's limit or refused by the mask. Padding rows (q = 0,
@@ -560,13 +562,23 @@ class DecodeWorker {
       hn::Store(m_new, d_, m_.get() + r0);
     }
     // 4. Oᵀ = alpha · Oᵀ + Vᵀ · Pᵀ over the block's keys, V read in place.
+    // The next block's values are prefetched over its steps: fetched while
+    // the block's own keys were scored instead, they arrived later and took
+    // the place of those keys in L1 (n_q = 16 against n_k = 16384: 0.91-0.93x
+    // the time; in cache 0.92-0.96x; docs/performance-decode.md).
     const float* vblock = v + j0 * dv;
+    Prefetcher ahead;
+    if (j0 + kPanelKeys < k1) {
+      ahead.Add(v + (j0 + kPanelKeys) * dv, (std::min(j0 + 2 * kPanelKeys, k1) - j0 - kPanelKeys) * dv);
+      ahead.Spread(kcount * hwy::DivCeil(vecs, 2) * hwy::DivCeil(dv, kColumnBlock));
+    }
     for (size_t v0 = 0; v0 < vecs; v0 += 2) {
       if (vecs - v0 >= 2)
-        AccumulateInLanes<2>(vblock, kcount, v0 * N);
+        AccumulateInLanes<2>(vblock, kcount, v0 * N, ahead);
       else
-        AccumulateInLanes<1>(vblock, kcount, v0 * N);
+        AccumulateInLanes<1>(vblock, kcount, v0 * N, ahead);
     }
+    ahead.Finish();
   }
 
   // ot_[c][r0 ..] = alpha · ot_[c][r0 ..] + Σ_{j<kcount} v[j][c] · st_[j][r0 ..]
@@ -575,28 +587,28 @@ class DecodeWorker {
   // then of powers of two for the rest (every block's size is known at compile
   // time: one known at run time kept its accumulators in memory).
   template <size_t kRowVecs>
-  HWY_INLINE void AccumulateInLanes(const float* HWY_RESTRICT v, size_t kcount, size_t r0) {
+  HWY_INLINE void AccumulateInLanes(const float* HWY_RESTRICT v, size_t kcount, size_t r0, Prefetcher& ahead) {
     constexpr size_t kCols = kColumnBlock / kRowVecs;
     size_t c0 = 0;
-    for (; c0 + kCols <= lay_.dv; c0 += kCols) OutputBlock<kRowVecs, kCols>(v, kcount, r0, c0);
-    OutputRest<kRowVecs, PowerOfTwoBelow(kCols)>(v, kcount, r0, c0);
+    for (; c0 + kCols <= lay_.dv; c0 += kCols) OutputBlock<kRowVecs, kCols>(v, kcount, r0, c0, ahead);
+    OutputRest<kRowVecs, PowerOfTwoBelow(kCols)>(v, kcount, r0, c0, ahead);
   }
 
   template <size_t kRowVecs, size_t kCols>
-  HWY_INLINE void OutputRest(const float* HWY_RESTRICT v, size_t kcount, size_t r0, size_t c0) {
+  HWY_INLINE void OutputRest(const float* HWY_RESTRICT v, size_t kcount, size_t r0, size_t c0, Prefetcher& ahead) {
     if constexpr (kCols > 0) {
       if (lay_.dv - c0 >= kCols) {
-        OutputBlock<kRowVecs, kCols>(v, kcount, r0, c0);
+        OutputBlock<kRowVecs, kCols>(v, kcount, r0, c0, ahead);
         c0 += kCols;
       }
-      OutputRest<kRowVecs, kCols / 2>(v, kcount, r0, c0);
+      OutputRest<kRowVecs, kCols / 2>(v, kcount, r0, c0, ahead);
     }
   }
 
   // One register block of AccumulateInLanes: columns c0 .. c0 + kCols, the
-  // sums along the keys in order.
+  // sums along the keys in order; one step of `ahead` a key.
   template <size_t kRowVecs, size_t kCols>
-  HWY_INLINE void OutputBlock(const float* HWY_RESTRICT v, size_t kcount, size_t r0, size_t c0) {
+  HWY_INLINE void OutputBlock(const float* HWY_RESTRICT v, size_t kcount, size_t r0, size_t c0, Prefetcher& ahead) {
     const size_t N = hn::Lanes(d_);
     const size_t dv = lay_.dv;
     const float* HWY_RESTRICT st = st_.get() + r0;
@@ -607,6 +619,7 @@ class DecodeWorker {
       for (size_t c = 0; c < kCols; ++c) acc[c][i] = hn::Mul(hn::Load(d_, ot + c * rowsp_ + i * N), alpha);
     }
     for (size_t j = 0; j < kcount; ++j) {
+      ahead.Step();
       VF p[kRowVecs];
       for (size_t i = 0; i < kRowVecs; ++i) p[i] = hn::Load(d_, st + j * rowsp_ + i * N);
       HWY_UNROLL(32)  // the accumulators stay in registers only when unrolled
@@ -669,8 +682,9 @@ class DecodeWorker {
 
   // st_[j + t][v0·N .. (v0 + kRowVecs)·N) = dot products of key j0 + j + t
   // (t < kKeys) with those rows of Qᵀ, summed along x in order. While the
-  // first vectors of rows are scored, the values of these keys and the keys
-  // one block further are prefetched, spread over the steps along d
+  // first vectors of rows are scored, the keys one block further are
+  // prefetched (and in the first block of a split, the values of these keys,
+  // which no P · V before fetched), spread over the steps along d
   // (Prefetcher): issued all at once they stall the core (against memory on
   // AVX2: 1.1–1.5× the time with the 64 keys' lines issued before the block;
   // at d = 128, 1.15–1.3× with each register block's issued before it; on
@@ -684,7 +698,7 @@ class DecodeWorker {
     const size_t key = j0 + j;
     Prefetcher ahead;
     if (v0 == 0) {
-      ahead.Add(v + key * lay_.dv, kKeys * lay_.dv);
+      if (first_block_) ahead.Add(v + key * lay_.dv, kKeys * lay_.dv);
       if (key + kPanelKeys < k1)
         ahead.Add(k + (key + kPanelKeys) * dk, (std::min(key + kKeys + kPanelKeys, k1) - key - kPanelKeys) * dk);
       ahead.Spread(dk);
@@ -786,6 +800,8 @@ class DecodeWorker {
   bool columns_ = false;    // lanes over rows, BlockInLanes (more than kColumnsMinRows rows)
   bool four_keys_ = false;  // scores by ScoreFourKeys (kFourKeysMinRows to kColumnsMinRows rows)
   bool v_in_order_ = false;  // one row of more than 8 vectors: AccumulateOneRowInOrder, no software prefetch
+  size_t split_first_key_ = 0;  // the split being computed starts at this key
+  bool first_block_ = false;    // BlockInLanes: the block is the first of its split
   hwy::AlignedFreeUniquePtr<float[]> q_, o_, s_, m_, l_, alpha_;
   hwy::AlignedFreeUniquePtr<float[]> qt_, st_, ot_;  // rows in the lanes: Qᵀ, Sᵀ of a block, Oᵀ
   hwy::AlignedFreeUniquePtr<int64_t[]> limits_;
