@@ -128,7 +128,11 @@ class Prefetcher {
   void Add(const float* x, size_t count) {
     if (ranges_ == 2) return;
     begin_[ranges_] = reinterpret_cast<const char*>(x);
-    end_[ranges_++] = reinterpret_cast<const char*>(x + count);
+    end_[ranges_] = reinterpret_cast<const char*>(x + count);
+    if (ranges_++ == 0) {
+      next_ = begin_[0];
+      stop_ = end_[0];
+    }
   }
   // Spreads the lines added so far over `steps` calls of Step() (at least one
   // line a step), so that few are left for Finish() to issue in a burst.
@@ -139,20 +143,34 @@ class Prefetcher {
   }
   HWY_INLINE void Step() {
     for (size_t i = 0; i < per_step_; ++i) {
-      while (current_ < ranges_ && begin_[current_] >= end_[current_]) ++current_;
-      if (current_ == ranges_) return;
-      PrefetchToL2(begin_[current_]);
-      begin_[current_] += 64;
+      if (next_ >= stop_ && !NextRange()) return;
+      PrefetchToL2(next_);
+      next_ += 64;
     }
   }
   void Finish() {
-    for (; current_ < ranges_; ++current_)
-      for (; begin_[current_] < end_[current_]; begin_[current_] += 64) PrefetchToL2(begin_[current_]);
+    do {
+      for (; next_ < stop_; next_ += 64) PrefetchToL2(next_);
+    } while (NextRange());
   }
 
  private:
+  // Moves on to the next range; false (and no more lines a step) past the last.
+  bool NextRange() {
+    if (current_ + 1 >= ranges_) {
+      per_step_ = 0;
+      return false;
+    }
+    ++current_;
+    next_ = begin_[current_];
+    stop_ = end_[current_];
+    return true;
+  }
+
   const char* begin_[2] = {};
   const char* end_[2] = {};
+  const char* next_ = nullptr;  // the next line of range current_, which ends at stop_
+  const char* stop_ = nullptr;
   size_t ranges_ = 0, current_ = 0, per_step_ = 1;
 };
 
