@@ -399,11 +399,13 @@ HWY_INLINE void SoftmaxTile(DF d, float* HWY_RESTRICT s, float multiplier, float
 }
 
 // o[r][0 .. kVecs·N) = alpha[r] · o[r][...] + Σ_{j<kcount} p[r][j] · v[j][...]
-// for kGroupRows rows. p has row stride kPanelKeys, v stride vs, o stride os.
-template <size_t kVecs>
-HWY_INLINE void AccumulateGroup(DF d, const float* HWY_RESTRICT p, size_t kcount,
+// for kGroupRows rows; p[r][j] is p[r · p_row + j · p_key] (the tiled path's
+// score tile: p_row = kPanelKeys, p_key = 1), v has stride vs, o stride os.
+// One step of `ahead` a key.
+template <size_t kVecs, class Ahead>
+HWY_INLINE void AccumulateGroup(DF d, const float* HWY_RESTRICT p, size_t p_row, size_t p_key, size_t kcount,
                                 const float* HWY_RESTRICT v, size_t vs, float* HWY_RESTRICT o,
-                                size_t os, const float* HWY_RESTRICT alpha) {
+                                size_t os, const float* HWY_RESTRICT alpha, Ahead& ahead) {
   const size_t N = hn::Lanes(d);
   VF acc[kGroupRows][kVecs];
   for (size_t r = 0; r < kGroupRows; ++r) {
@@ -411,11 +413,12 @@ HWY_INLINE void AccumulateGroup(DF d, const float* HWY_RESTRICT p, size_t kcount
     for (size_t c = 0; c < kVecs; ++c) acc[r][c] = hn::Mul(hn::Load(d, o + r * os + c * N), a);
   }
   for (size_t j = 0; j < kcount; ++j) {
+    ahead.Step();
     const float* HWY_RESTRICT vrow = v + j * vs;
     VF vv[kVecs];
     for (size_t c = 0; c < kVecs; ++c) vv[c] = hn::LoadU(d, vrow + c * N);
     for (size_t r = 0; r < kGroupRows; ++r) {
-      const VF pv = hn::Set(d, p[r * kPanelKeys + j]);
+      const VF pv = hn::Set(d, p[r * p_row + j * p_key]);
       for (size_t c = 0; c < kVecs; ++c) acc[r][c] = hn::MulAdd(pv, vv[c], acc[r][c]);
     }
   }
@@ -429,16 +432,17 @@ HWY_INLINE void AccumulateTile(DF d, const float* HWY_RESTRICT p, size_t kcount,
                                size_t dvp, const float* HWY_RESTRICT alpha) {
   const size_t N = hn::Lanes(d);
   const size_t vecs = dvp / N;
+  NoPrefetch none;
   for (size_t g = 0; g < kTileRows; g += kGroupRows) {
     const float* pg = p + g * kPanelKeys;
     float* og = o + g * dvp;
     size_t c = 0;
     for (; c + kGroupVecs <= vecs; c += kGroupVecs)
-      AccumulateGroup<kGroupVecs>(d, pg, kcount, v + c * N, vs, og + c * N, dvp, alpha + g);
+      AccumulateGroup<kGroupVecs>(d, pg, kPanelKeys, 1, kcount, v + c * N, vs, og + c * N, dvp, alpha + g, none);
     switch (vecs - c) {
-      case 3: AccumulateGroup<3>(d, pg, kcount, v + c * N, vs, og + c * N, dvp, alpha + g); break;
-      case 2: AccumulateGroup<2>(d, pg, kcount, v + c * N, vs, og + c * N, dvp, alpha + g); break;
-      case 1: AccumulateGroup<1>(d, pg, kcount, v + c * N, vs, og + c * N, dvp, alpha + g); break;
+      case 3: AccumulateGroup<3>(d, pg, kPanelKeys, 1, kcount, v + c * N, vs, og + c * N, dvp, alpha + g, none); break;
+      case 2: AccumulateGroup<2>(d, pg, kPanelKeys, 1, kcount, v + c * N, vs, og + c * N, dvp, alpha + g, none); break;
+      case 1: AccumulateGroup<1>(d, pg, kPanelKeys, 1, kcount, v + c * N, vs, og + c * N, dvp, alpha + g, none); break;
       default: break;
     }
   }

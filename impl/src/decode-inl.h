@@ -46,7 +46,8 @@ namespace hn = hwy::HWY_NAMESPACE;
 // with one head. Rows out of fp32's range go to exact_row as in ProcessChunk.
 
 // Above kColumnsMinRows query rows the decode path works with the lanes over
-// rows (BlockInLanes: scores, softmax and P · V on transposed blocks); up to
+// rows (BlockInLanes: scores and softmax on transposed blocks, P · V on
+// them or by rows, pv_in_lanes_); up to
 // it, it scores along d: four keys at a time for every four rows
 // (ScoreFourKeys) from kFourKeysMinRows rows, one key at a time below
 // (DotFourRows, DotRow). With 1 to 4 rows the path is bound by memory: scoring
@@ -276,7 +277,13 @@ class DecodeWorker {
     if (columns_) {
       qt_ = Allocate<float>(rowsp_ * lay.dk);
       st_ = Allocate<float>(kPanelKeys * rowsp_);
-      ot_ = Allocate<float>(lay.dv * rowsp_);
+      // P · V with the rows in the lanes only when they fill two vectors or
+      // more with no padding; otherwise by rows (AccumulateRows), which at
+      // 12-28 rows on AVX-512 took 0.86-0.96x the time and at 32 rows
+      // 1.02-1.05x; on AVX2 1.04-1.07x at 13-16 and 32 rows
+      // (docs/performance-decode.md).
+      pv_in_lanes_ = rows4_ == rowsp_ && rowsp_ >= 2 * N;
+      if (pv_in_lanes_) ot_ = Allocate<float>(lay.dv * rowsp_);
     }
 #endif
     o_ = Allocate<float>(rows4_ * lay.dvp);
@@ -314,7 +321,7 @@ class DecodeWorker {
     if (columns_) {  // Qᵀ, rows padded to whole vectors: qt_[x · rowsp + r]
       for (size_t x = 0; x < dk; ++x)
         for (size_t r = 0; r < rowsp_; ++r) qt_[x * rowsp_ + r] = r < rows_ ? q[r * dk + x] : 0.0f;
-      std::fill(ot_.get(), ot_.get() + dv * rowsp_, 0.0f);
+      if (pv_in_lanes_) std::fill(ot_.get(), ot_.get() + dv * rowsp_, 0.0f);
     }
     std::fill(o_.get(), o_.get() + rows4_ * dvp, 0.0f);
     const uint8_t* mask = nullptr;
@@ -412,28 +419,10 @@ class DecodeWorker {
         }
         continue;
       }
-      for (size_t g = 0; g < rows4_; g += kGroupRows) {
-        const float* pg = s_.get() + g * kPanelKeys;
-        float* og = o_.get() + g * dvp;
-        size_t c = 0;
-        for (; c + kGroupVecs <= dv_vecs; c += kGroupVecs)
-          AccumulateGroup<kGroupVecs>(d_, pg, kcount, vblock + c * N, dv, og + c * N, dvp, alpha_.get() + g);
-        switch (dv_vecs - c) {
-          case 3: AccumulateGroup<3>(d_, pg, kcount, vblock + c * N, dv, og + c * N, dvp, alpha_.get() + g); break;
-          case 2: AccumulateGroup<2>(d_, pg, kcount, vblock + c * N, dv, og + c * N, dvp, alpha_.get() + g); break;
-          case 1: AccumulateGroup<1>(d_, pg, kcount, vblock + c * N, dv, og + c * N, dvp, alpha_.get() + g); break;
-          default: break;
-        }
-        for (size_t r = g; r < g + kGroupRows; ++r) {  // columns past the last whole vector
-          for (size_t col = dv_vecs * N; col < dv; ++col) {
-            float acc = o_[r * dvp + col] * alpha_[r];
-            for (size_t j = 0; j < kcount; ++j) acc += s_[r * kPanelKeys + j] * vblock[j * dv + col];
-            o_[r * dvp + col] = acc;
-          }
-        }
-      }
+      NoPrefetch none;
+      AccumulateRows(s_.get(), kPanelKeys, 1, kcount, vblock, none);
     }
-    if (columns_)  // back to rows: o_[r][c] = ot_[c][r]
+    if (pv_in_lanes_)  // back to rows: o_[r][c] = ot_[c][r]
       for (size_t r = 0; r < rows_; ++r)
         for (size_t c = 0; c < dvp; ++c) o_[r * dvp + c] = c < dv ? ot_[c * rowsp_ + r] : 0.0f;
     // Row 0 has added p·v for every key of [k0, k1): a non-finite value shows.
@@ -447,6 +436,38 @@ class DecodeWorker {
       std::copy(o_.get() + r * dvp, o_.get() + (r + 1) * dvp, out.o.get() + (base + r) * dvp);
     }
     return finite;
+  }
+
+  // o_[r] = alpha_[r] · o_[r] + Σ_{j<kcount} p[r][j] · v[j] for every row of
+  // rows4_ (v: the block's rows of V, stride d_v), p[r][j] = p[r · p_row + j · p_key];
+  // register blocks of kGroupRows rows by up to kGroupVecs vectors, the
+  // columns past the last whole vector one by one.
+  template <class Ahead>
+  HWY_INLINE void AccumulateRows(const float* HWY_RESTRICT p, size_t p_row, size_t p_key, size_t kcount,
+                                 const float* HWY_RESTRICT v, Ahead& ahead) {
+    const size_t N = hn::Lanes(d_);
+    const size_t dv = lay_.dv, dvp = lay_.dvp, dv_vecs = dv / N;
+    for (size_t g = 0; g < rows4_; g += kGroupRows) {
+      const float* pg = p + g * p_row;
+      float* og = o_.get() + g * dvp;
+      const float* ag = alpha_.get() + g;
+      size_t c = 0;
+      for (; c + kGroupVecs <= dv_vecs; c += kGroupVecs)
+        AccumulateGroup<kGroupVecs>(d_, pg, p_row, p_key, kcount, v + c * N, dv, og + c * N, dvp, ag, ahead);
+      switch (dv_vecs - c) {
+        case 3: AccumulateGroup<3>(d_, pg, p_row, p_key, kcount, v + c * N, dv, og + c * N, dvp, ag, ahead); break;
+        case 2: AccumulateGroup<2>(d_, pg, p_row, p_key, kcount, v + c * N, dv, og + c * N, dvp, ag, ahead); break;
+        case 1: AccumulateGroup<1>(d_, pg, p_row, p_key, kcount, v + c * N, dv, og + c * N, dvp, ag, ahead); break;
+        default: break;
+      }
+      for (size_t r = g; r < g + kGroupRows; ++r) {  // columns past the last whole vector
+        for (size_t col = dv_vecs * N; col < dv; ++col) {
+          float acc = o_[r * dvp + col] * alpha_[r];
+          for (size_t j = 0; j < kcount; ++j) acc += p[r * p_row + j * p_key] * v[j * dv + col];
+          o_[r * dvp + col] = acc;
+        }
+      }
+    }
   }
 
   // s_[r][j] = q_r · k_{j0 + j} for every row and j < kcount, with software
@@ -495,9 +516,10 @@ class DecodeWorker {
 
 #if HWY_TARGET != HWY_SCALAR
   // One block of keys with the lanes over query rows (columns_): steps 1–4 of
-  // ProcessSplit on Sᵀ (st_[j][r]) and Oᵀ (ot_[c][r]), so that scores, softmax
-  // and output each work on whole vectors of rows, with no horizontal sums and
-  // no transposes. Each value takes the steps it takes in the other methods:
+  // ProcessSplit on Sᵀ (st_[j][r]) and, with pv_in_lanes_, Oᵀ (ot_[c][r]), so
+  // that scores, softmax and output each work on whole vectors of rows, with
+  // no horizontal sums and no transposes (without, P · V runs by rows on o_,
+  // reading Sᵀ as P). Each value takes the steps it takes in the other methods:
   // a dot product runs along x in order, P · V along the keys in order, and
   // a row's sum of weights adds its keys in the order of hn::SumOfLanes over
   // vectors of keys (the block's keys j and j + N·i go into one partial
@@ -561,7 +583,8 @@ class DecodeWorker {
                 l_.get() + r0);
       hn::Store(m_new, d_, m_.get() + r0);
     }
-    // 4. Oᵀ = alpha · Oᵀ + Vᵀ · Pᵀ over the block's keys, V read in place.
+    // 4. Oᵀ = alpha · Oᵀ + Vᵀ · Pᵀ (or O = alpha · O + P · V) over the block's
+    // keys, V read in place.
     // The next block's values are prefetched over its steps: fetched while
     // the block's own keys were scored instead, they arrived later and took
     // the place of those keys in L1 (n_q = 16 against n_k = 16384: 0.91-0.93x
@@ -570,13 +593,18 @@ class DecodeWorker {
     Prefetcher ahead;
     if (j0 + kPanelKeys < k1) {
       ahead.Add(v + (j0 + kPanelKeys) * dv, (std::min(j0 + 2 * kPanelKeys, k1) - j0 - kPanelKeys) * dv);
-      ahead.Spread(kcount * hwy::DivCeil(vecs, 2) * hwy::DivCeil(dv, kColumnBlock));
+      ahead.Spread(pv_in_lanes_ ? kcount * hwy::DivCeil(vecs, 2) * hwy::DivCeil(dv, kColumnBlock)
+                                : kcount * (rows4_ / kGroupRows) * hwy::DivCeil(dv / N, kGroupVecs));
     }
-    for (size_t v0 = 0; v0 < vecs; v0 += 2) {
-      if (vecs - v0 >= 2)
-        AccumulateInLanes<2>(vblock, kcount, v0 * N, ahead);
-      else
-        AccumulateInLanes<1>(vblock, kcount, v0 * N, ahead);
+    if (pv_in_lanes_) {
+      for (size_t v0 = 0; v0 < vecs; v0 += 2) {
+        if (vecs - v0 >= 2)
+          AccumulateInLanes<2>(vblock, kcount, v0 * N, ahead);
+        else
+          AccumulateInLanes<1>(vblock, kcount, v0 * N, ahead);
+      }
+    } else {
+      AccumulateRows(st, 1, rowsp_, kcount, vblock, ahead);  // P[r][j] = st[j][r]
     }
     ahead.Finish();
   }
@@ -799,6 +827,7 @@ class DecodeWorker {
   size_t rowsp_ = 0;  // rows padded to whole vectors: the row stride of qt_, st_ and ot_
   bool columns_ = false;    // lanes over rows, BlockInLanes (more than kColumnsMinRows rows)
   bool four_keys_ = false;  // scores by ScoreFourKeys (kFourKeysMinRows to kColumnsMinRows rows)
+  bool pv_in_lanes_ = false;  // columns_: P · V on Oᵀ (AccumulateInLanes), not by rows
   bool v_in_order_ = false;  // one row of more than 8 vectors: AccumulateOneRowInOrder, no software prefetch
   size_t split_first_key_ = 0;  // the split being computed starts at this key
   bool first_block_ = false;    // BlockInLanes: the block is the first of its split
