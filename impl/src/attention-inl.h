@@ -119,7 +119,8 @@ constexpr size_t kDotBlock = 8;
 HWY_INLINE void PrefetchToL2(const void* p) { __builtin_prefetch(p, /*rw=*/0, /*locality=*/2); }
 
 // Cache lines to fetch ahead (the next panel's keys and values when
-// streaming), spread over the steps of the score loops: issued all at once,
+// streaming; the next block's when decoding), spread over the steps of the
+// loops that compute on the current one: issued all at once,
 // or faster than memory delivers them, they fill the core's miss buffers and
 // stall it.
 class Prefetcher {

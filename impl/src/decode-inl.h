@@ -542,13 +542,12 @@ class DecodeWorker {
     const size_t dk = lay_.dk, dv = lay_.dv, nk = lay_.nk, vecs = rowsp_ / N;
     float* HWY_RESTRICT st = st_.get();
     // 1. Dot products.
-    first_block_ = j0 == static_cast<size_t>(split_first_key_);
     ScoreColumns(k, v, j0, kcount, k1);
     // 2. Overflowed readable dot products (and bad keys, which row 0 meets),
     // then keys past a row's limit or refused by the mask. Padding rows (q = 0,
     // scores 0) are left unmasked: their lanes never meet a real row's, and
-    // they are discarded; masking them lane by lane took 1.4x the time of the
-    // whole call at n_q = 24 (docs/performance-decode.md).
+    // they are discarded; masking them lane by lane made the whole call take
+    // 1.35-1.75x as long at n_q = 20-28 (docs/performance-decode.md).
     const bool all_finite = AllFiniteValues(d_, st, kcount * rowsp_);  // padding rows' q is 0
     for (size_t r = 0; r < rows_; ++r) {
       const int64_t readable =
@@ -744,7 +743,7 @@ class DecodeWorker {
     const size_t key = j0 + j;
     Prefetcher ahead;
     if (v0 == 0) {
-      if (first_block_) ahead.Add(v + key * lay_.dv, kKeys * lay_.dv);
+      if (j0 == split_first_key_) ahead.Add(v + key * lay_.dv, kKeys * lay_.dv);
       if (key + kPanelKeys < k1)
         ahead.Add(k + (key + kPanelKeys) * dk, (std::min(key + kKeys + kPanelKeys, k1) - key - kPanelKeys) * dk);
       ahead.Spread(dk);
@@ -851,7 +850,6 @@ class DecodeWorker {
   const float* next_k_ = nullptr;  // ExpectNext: the first keys and values of the next split
   const float* next_v_ = nullptr;
   size_t next_keys_ = 0;
-  bool first_block_ = false;    // BlockInLanes: the block is the first of its split
   hwy::AlignedFreeUniquePtr<float[]> q_, o_, s_, m_, l_, alpha_;
   hwy::AlignedFreeUniquePtr<float[]> qt_, st_, ot_;  // rows in the lanes: Qᵀ, Sᵀ of a block, Oᵀ
   hwy::AlignedFreeUniquePtr<int64_t[]> limits_;
