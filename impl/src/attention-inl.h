@@ -103,13 +103,20 @@ HWY_INLINE float MaxAbs(DF d, const float* HWY_RESTRICT x, size_t count) {
 // q has row stride dk; kt and s have row stride kPanelKeys.
 // The sum over x runs in blocks of kDotBlock terms whose partial sums are then
 // added: the rounding error of an fp32 dot product grows with the size of its
-// running sum, and the logits' error dominates the whole computation's. At
-// d_k = 64, blocks of 8 keep the max error on N(0,1) inputs at 0.55-0.8× a
-// naive fp32 composition's (16: up to 0.97×, 32: above it). The partial sums
-// go through the L1-resident score tile; one unblocked chain would be 2–5 %
-// faster on square prefill (n = 1024, 1 thread), and keeping the running sums
-// in registers instead (rows by 3) made GCC spill and was 7–10 % slower.
-constexpr size_t kDotBlock = 8;
+// running sum, and the logits' error dominates the whole computation's. On
+// N(0,1) inputs the mean error of one dot product is 0.63x one chain's at
+// d_k = 64 and 0.50x at d_k = 128 with blocks of 16 (blocks of 8: 0.58x,
+// 0.49x; 32: 0.78x at d_k = 64). The partial sums go through the L1-resident
+// score tile; each block's add, load and store per accumulator is what the
+// blocks cost: the score loop ran at 0.67-0.74 of the probed peak with blocks
+// of 8, 0.75-0.81 with 16 and 0.82-0.87 as one chain. 16 is the longest block
+// with which the fused error stays below a naive composition's in the impl
+// test that compares them (docs/performance.md).
+constexpr size_t kDotBlock = 16;
+// Terms of the score loop per Ahead::Step(): the lines fetched ahead are
+// spread this finely whatever the block length.
+constexpr size_t kStepTerms = 8;
+static_assert(kDotBlock % kStepTerms == 0);
 
 // A prefetch into L2, not L1: the lines fetched ahead are used a panel or a
 // block later, and brought into L1 they evicted the data being computed on.
@@ -181,16 +188,18 @@ struct NoPrefetch {
 };
 
 // acc[r][c] = Σ_{x0 <= x < x0+count} q[r][x] · kt[x][c·N ..]; count = kCount
-// when it is not 0 (a whole block, unrolled).
-template <size_t kVecs, size_t kCount>
+// when it is not 0 (a whole block, unrolled). One step of `ahead` every
+// kStepTerms terms.
+template <size_t kVecs, size_t kCount, class Ahead>
 HWY_INLINE void DotBlock(DF d, const float* HWY_RESTRICT q, size_t dk, size_t x0, size_t count,
-                         const float* HWY_RESTRICT kt, VF (&acc)[kGroupRows][kVecs]) {
+                         const float* HWY_RESTRICT kt, VF (&acc)[kGroupRows][kVecs], Ahead& ahead) {
   const size_t N = hn::Lanes(d);
   for (size_t r = 0; r < kGroupRows; ++r)
     for (size_t c = 0; c < kVecs; ++c) acc[r][c] = hn::Zero(d);
   const size_t n = kCount != 0 ? kCount : count;
-  HWY_UNROLL(8)
+  HWY_UNROLL(16)  // kDotBlock
   for (size_t i = 0; i < n; ++i) {
+    if (i % kStepTerms == 0) ahead.Step();
     const size_t x = x0 + i;
     const float* HWY_RESTRICT krow = kt + x * kPanelKeys;
     VF kv[kVecs];
@@ -208,11 +217,10 @@ HWY_INLINE void ScoreGroup(DF d, const float* HWY_RESTRICT q, size_t dk,
   const size_t N = hn::Lanes(d);
   VF acc[kGroupRows][kVecs];
   for (size_t x0 = 0; x0 < dk; x0 += kDotBlock) {
-    ahead.Step();
     if (x0 + kDotBlock <= dk)
-      DotBlock<kVecs, kDotBlock>(d, q, dk, x0, kDotBlock, kt, acc);
+      DotBlock<kVecs, kDotBlock>(d, q, dk, x0, kDotBlock, kt, acc, ahead);
     else
-      DotBlock<kVecs, 0>(d, q, dk, x0, dk - x0, kt, acc);
+      DotBlock<kVecs, 0>(d, q, dk, x0, dk - x0, kt, acc, ahead);
     for (size_t r = 0; r < kGroupRows; ++r) {
       for (size_t c = 0; c < kVecs; ++c) {
         float* out = s + r * kPanelKeys + c * N;
@@ -238,10 +246,10 @@ HWY_INLINE void ScoreTile(DF d, const float* HWY_RESTRICT q, size_t dk,
   }
 }
 
-// Calls of Ahead::Step() in one ScoreTile (one per block of kDotBlock terms).
+// Calls of Ahead::Step() in one ScoreTile (one per kStepTerms terms).
 inline size_t ScoreTileSteps(DF d, size_t dk) {
   const size_t vecs = kPanelKeys / hn::Lanes(d);
-  return (kTileRows / kGroupRows) * (vecs / kGroupVecs + vecs % kGroupVecs) * hwy::DivCeil(dk, kDotBlock);
+  return (kTileRows / kGroupRows) * (vecs / kGroupVecs + vecs % kGroupVecs) * hwy::DivCeil(dk, kStepTerms);
 }
 
 // Sets to -inf every score of the tile whose key is not readable: at or past
