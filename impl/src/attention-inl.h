@@ -47,7 +47,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <barrier>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -894,7 +893,7 @@ bool RunStreamed(const KernelArgs& a, const Layout& lay, int64_t threads) {
   }
   std::atomic<int64_t> next{0};
   std::atomic<bool> not_finite{false};
-  std::barrier sync(static_cast<std::ptrdiff_t>(threads));  // only left by threads that cannot start
+  SpinBarrier sync(static_cast<std::ptrdiff_t>(threads));  // only left by threads that cannot start
   auto work = [&](Worker& worker) {
     for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < slices * chunks;) {
       if (not_finite.load(std::memory_order_relaxed)) break;
@@ -959,7 +958,7 @@ bool RunTiled(const KernelArgs& a, int64_t threads) {
     }
     packing = !packing;
   };
-  std::barrier sync(static_cast<std::ptrdiff_t>(threads), end_of_phase);
+  SpinBarrier sync(static_cast<std::ptrdiff_t>(threads), end_of_phase);
 
   auto work = [&](Worker& worker) {
     while (current < groups) {

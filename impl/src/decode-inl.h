@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <barrier>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -871,7 +870,7 @@ bool RunDecode(const KernelArgs& a, int64_t threads) {
 
   std::atomic<int64_t> next_item{0}, next_slice{0};
   std::atomic<bool> finite{true};
-  std::barrier sync(static_cast<std::ptrdiff_t>(threads));
+  SpinBarrier sync(static_cast<std::ptrdiff_t>(threads));
   auto work = [&](DecodeWorker& worker) {
     for (int64_t i; (i = next_item.fetch_add(1, std::memory_order_relaxed)) < slices * splits;) {
       // Items go out in order, so a thread's next one is likely `threads` further.

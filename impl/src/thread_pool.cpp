@@ -12,17 +12,6 @@
 namespace attncheck::detail {
 namespace {
 
-// Iterations a thread polls for work (or the caller for completion) before it
-// sleeps: about a tenth of a millisecond, so back-to-back calls (a benchmark,
-// the heads of a model) skip the sleep and wake-up of a condition variable.
-constexpr int kSpins = 4000;
-
-inline void pause() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
 class Pool {
  public:
   // Starts threads until there are `wanted` (fewer if the system refuses);
@@ -50,7 +39,7 @@ class Pool {
     }
     wake_.notify_all();
     task(0);
-    for (int spin = 0; spin < kSpins && pending_.load() != 0; ++spin) pause();
+    for (int spin = 0; spin < kSpins && pending_.load() != 0; ++spin) spin_pause();
     if (pending_.load() != 0) {
       std::unique_lock lock(mutex_);
       done_.wait(lock, [&] { return pending_.load() == 0; });
@@ -61,7 +50,7 @@ class Pool {
   void serve(int64_t index) {
     uint64_t seen = 0;
     for (;;) {
-      for (int spin = 0; spin < kSpins && generation_.load() == seen; ++spin) pause();
+      for (int spin = 0; spin < kSpins && generation_.load() == seen; ++spin) spin_pause();
       const std::function<void(int64_t)>* task;
       int64_t helpers;
       {

@@ -101,3 +101,48 @@ TEST_CASE("a forked child computes with several threads although the pool's thre
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
 }
+
+// The kernels' barrier: every thread leaves a phase only after all have
+// arrived and the completion step has run once, whether a waiter is still
+// polling or has gone to sleep (a thread arriving after kSpins polls).
+TEST_CASE("the spinning barrier opens each phase once, after the completion step, also for sleeping waiters") {
+  constexpr int kThreads = 3, kPhases = 200;
+  std::atomic<int> arrived{0};
+  int completions = 0;  // written only by the completion step, two per phase
+  std::atomic<int> bad{0};
+  attncheck::detail::SpinBarrier sync(kThreads, [&]() noexcept {
+    if (arrived.load() != (completions / 2 + 1) * kThreads) bad.fetch_add(1);  // every thread of the phase is in
+    ++completions;
+  });
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int phase = 0; phase < kPhases; ++phase) {
+        // Now and then one thread arrives late enough that the others sleep.
+        if (phase % 50 == 7 && t == phase % kThreads) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+        arrived.fetch_add(1);
+        sync.arrive_and_wait();
+        if (completions != 2 * phase + 1) bad.fetch_add(1);  // the step ran, and only once
+        sync.arrive_and_wait();  // nobody starts the next phase before all checked this one
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  CHECK(bad.load() == 0);
+  CHECK(completions == 2 * kPhases);
+}
+
+TEST_CASE("a thread that drops from the spinning barrier no longer holds the others") {
+  attncheck::detail::SpinBarrier sync(3);
+  std::atomic<int> passed{0};
+  std::vector<std::thread> threads;
+  threads.emplace_back([&] { sync.arrive_and_drop(); });  // the thread that could not start
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&] {
+      for (int phase = 0; phase < 100; ++phase) sync.arrive_and_wait();
+      passed.fetch_add(1);
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  CHECK(passed.load() == 2);
+}
