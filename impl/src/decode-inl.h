@@ -510,18 +510,21 @@ class DecodeWorker {
     }
   }
 
-  // Prefetch of V row `key` and of K row key + kPanelKeys (if below k1).
-  // A member function, not a lambda: GCC 12 compiled the prefetches of a
-  // lambda here to nothing (no prefetch instruction in the object file), and
-  // the decode path lost a third of its speed against memory.
+  // Prefetch of V row `key` and of K row key + kPanelKeys (if below k1), into
+  // L2 (PrefetchToL2): into L1 (prefetcht0) the core waited on them, and
+  // n_q = 1-4 and 8 against n_k = 65536 took 1.01-1.10x the time at d = 128
+  // (n_q = 6: 0.97x), the same within 2 % at d = 64 (docs/performance-decode.md). A member function, not a lambda: GCC 12
+  // compiled the prefetches of a lambda here to nothing (no prefetch
+  // instruction in the object file), and the decode path lost a third of its
+  // speed against memory.
   HWY_INLINE void PrefetchKey(const float* k, const float* v, size_t key, size_t k1) const {
     if (v_in_order_) return;  // K and V both read in address order: the hardware prefetchers follow
     const size_t dk = lay_.dk, dv = lay_.dv;
     const char* vrow = reinterpret_cast<const char*>(v + key * dv);
-    for (size_t c = 0; c < dv * sizeof(float); c += 64) hwy::Prefetch(vrow + c);
+    for (size_t c = 0; c < dv * sizeof(float); c += 64) PrefetchToL2(vrow + c);
     if (key + kPanelKeys < k1) {
       const char* krow = reinterpret_cast<const char*>(k + (key + kPanelKeys) * dk);
-      for (size_t c = 0; c < dk * sizeof(float); c += 64) hwy::Prefetch(krow + c);
+      for (size_t c = 0; c < dk * sizeof(float); c += 64) PrefetchToL2(krow + c);
     }
   }
 
