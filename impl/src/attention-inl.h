@@ -116,6 +116,7 @@ constexpr size_t kDotBlock = 16;
 // spread this finely whatever the block length.
 constexpr size_t kStepTerms = 8;
 static_assert(kDotBlock % kStepTerms == 0);
+static_assert(kDotBlock == 16, "DotBlock's HWY_UNROLL takes the block length as a literal");
 
 // A prefetch into L2, not L1: the lines fetched ahead are used a panel or a
 // block later, and brought into L1 they evicted the data being computed on.

@@ -513,7 +513,8 @@ class DecodeWorker {
   // Prefetch of V row `key` and of K row key + kPanelKeys (if below k1), into
   // L2 (PrefetchToL2): into L1 (prefetcht0) the core waited on them, and
   // n_q = 1-4 and 8 against n_k = 65536 took 1.01-1.10x the time at d = 128
-  // (n_q = 6: 0.97x), the same within 2 % at d = 64 (docs/performance-decode.md). A member function, not a lambda: GCC 12
+  // (n_q = 6: 0.97x), the same within 2 % at d = 64
+  // (docs/performance-decode.md). A member function, not a lambda: GCC 12
   // compiled the prefetches of a lambda here to nothing (no prefetch
   // instruction in the object file), and the decode path lost a third of its
   // speed against memory.
