@@ -45,15 +45,6 @@ double Problem::effective_scale() const {
   return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(shape.d_k));
 }
 
-int64_t key_limit(const Problem& p, int64_t b, int64_t i) {
-  const Shape& s = p.shape;
-  int64_t limit = s.n_k;
-  if (p.causal == Causal::top_left) limit = std::min(limit, i + 1);
-  if (p.causal == Causal::bottom_right) limit = std::min(limit, i + 1 + (s.n_k - s.n_q));
-  if (!p.key_lengths.empty()) limit = std::min(limit, p.key_lengths[static_cast<size_t>(b)]);
-  return std::max<int64_t>(limit, 0);
-}
-
 bool allowed(const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
   if (j >= key_limit(p, b, i)) return false;
   if (!p.mask) return true;
@@ -131,7 +122,7 @@ void validate_empty_rows(const Problem& p) {
       if (!p.mask && h > 0) break;
       for (int64_t i = 0; i < s.n_q; ++i) {
         const int64_t limit = key_limit(p, b, i);
-        bool any = false;
+        bool any = !p.mask && limit > 0;  // without an explicit mask, the limit decides
         for (int64_t j = 0; j < limit && !any; ++j) any = allowed(p, b, h, i, j);
         if (!any)
           fail(fmt::format(

@@ -795,12 +795,18 @@ class Worker {
       if (!exact && l > 0.0f) {
         const VF vl = hn::Set(d_, l);
         VF nonfinite = hn::Zero(d_);  // x·0 is NaN exactly where x is ±inf or NaN
-        for (size_t c = 0; c < dvp; c += N) {
+        size_t c = 0;
+        for (; c + N <= dv; c += N) {  // whole vectors straight to the output
+          const VF x = hn::Div(hn::Load(d_, o + c), vl);
+          hn::StoreU(x, d_, out + r * dv + c);
+          nonfinite = hn::Add(nonfinite, hn::Mul(x, hn::Zero(d_)));
+        }
+        if (c < dv) {  // the last columns through the row's buffer (zeros past d_v)
           const VF x = hn::Div(hn::Load(d_, o + c), vl);
           hn::Store(x, d_, o + c);
           nonfinite = hn::Add(nonfinite, hn::Mul(x, hn::Zero(d_)));
+          std::copy(o + c, o + dv, out + r * dv + c);
         }
-        std::copy(o, o + dv, out + r * dv);
         // Not finite: Σ p·v overflowed (values of V near the float limit).
         exact = !hn::AllTrue(d_, hn::Eq(nonfinite, nonfinite));
         if (lse) *lse = m_[r] + std::log(l);
@@ -882,10 +888,16 @@ bool RunStreamed(const KernelArgs& a, const Layout& lay, int64_t threads) {
   const auto chunks = static_cast<int64_t>(hwy::DivCeil(lay.nq, chunk_rows));
   const size_t out_size = static_cast<size_t>(slices) * lay.nq * lay.dv;
   const size_t lse_size = a.lse ? static_cast<size_t>(slices) * lay.nq : 0;
-  float* staging = CallScratch(out_size + lse_size);
+  // A single chunk reads (and checks) every value of K and V before it writes
+  // a row, so it writes the output itself; of several, one that meets a bad
+  // value may come after others have written theirs.
+  const bool staging_needed = slices * chunks > 1;
+  float* staging = staging_needed ? CallScratch(out_size + lse_size) : nullptr;
   KernelArgs staged = a;
-  staged.out = staging;
-  staged.lse = a.lse ? staging + out_size : nullptr;
+  if (staging_needed) {
+    staged.out = staging;
+    staged.lse = a.lse ? staging + out_size : nullptr;
+  }
 
   std::vector<std::unique_ptr<Worker>> workers;
   for (int64_t t = 0; t < threads; ++t) {
@@ -905,6 +917,7 @@ bool RunStreamed(const KernelArgs& a, const Layout& lay, int64_t threads) {
   };
   RunOnThreads(workers, sync, work);
   if (not_finite.load()) return false;
+  if (!staging_needed) return true;
   std::copy(staging, staging + out_size, a.out);
   if (a.lse) std::copy(staging + out_size, staging + out_size + lse_size, a.lse);
   return true;

@@ -19,6 +19,8 @@ bool Attention(const KernelArgs& args, int64_t threads) {
 
 int64_t KernelTarget() { return HWY_TARGET; }
 
+bool AllFinite(const float* x, size_t count) { return AllFiniteValues(DF(), x, count); }
+
 void SoftmaxExpValues(const float* x, float* out, size_t count) {
   const DF d;
   const size_t N = hn::Lanes(d);
@@ -40,12 +42,17 @@ namespace attncheck::detail {
 HWY_EXPORT(Attention);
 HWY_EXPORT(KernelTarget);
 HWY_EXPORT(SoftmaxExpValues);
+HWY_EXPORT(AllFinite);
 
 bool run_attention(const KernelArgs& args, int64_t threads) {
   return HWY_DYNAMIC_DISPATCH(Attention)(args, threads);
 }
 
 int64_t dispatched_target() { return HWY_DYNAMIC_DISPATCH(KernelTarget)(); }
+
+bool all_finite_values(const float* x, size_t count) {
+  return HWY_DYNAMIC_DISPATCH(AllFinite)(x, count);
+}
 
 void softmax_exp(const float* x, float* out, size_t count) {
   HWY_DYNAMIC_DISPATCH(SoftmaxExpValues)(x, out, count);

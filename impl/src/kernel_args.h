@@ -73,6 +73,9 @@ bool run_attention(const KernelArgs& args, int64_t threads);
 /// The HWY_TARGET bit of the kernel that HWY_DYNAMIC_DISPATCH selects now.
 int64_t dispatched_target();
 
+/// Whether x[0 .. count) are all finite, on the dispatched target.
+bool all_finite_values(const float* x, size_t count);
+
 /// out[i] = the kernels' softmax exp (SoftmaxExp) of x[i] on the dispatched
 /// target, for tests of its accuracy.
 void softmax_exp(const float* x, float* out, size_t count);

@@ -1223,3 +1223,27 @@ TEST_CASE("streamed tiled shapes: a non-finite K or V value, read or not, throws
     }, {1, 2, 3});
   }
 }
+
+TEST_CASE("streamed tiled shapes, one slice: the single chunk writes the output itself, yet a bad value writes nothing") {
+  // One slice on one thread is one chunk, which writes its rows directly (no
+  // staging) only after checking every value of K and V; on two threads the
+  // slice is two chunks and the rows are staged again.
+  for (const size_t dv : {5, 16}) {
+    const Shape shape{1, 1, 100, 700, 16, static_cast<int64_t>(dv)};
+    Problem padded;  // keys from 300 on are read by no row: chunk 0 scans them
+    padded.shape = shape;
+    padded.key_lengths = {300};
+    Problem causal;  // row i reads keys 0 .. i: panels 2-10 are read by no row
+    causal.shape = shape;
+    causal.causal = attncheck::Causal::top_left;
+    const size_t dk = 16;
+    const float inf = std::numeric_limits<float>::infinity();
+    check_bad_values_rejected(shape, 812, {
+        {"K[", &padded, true, 10 * dk + 3, std::nanf("")},        // read
+        {"K[", &padded, true, 500 * dk + 15, inf},                // in a panel no row reads
+        {"V[", &padded, false, 699 * dv + dv - 1, -inf},          // the last (partial) panel
+        {"V[", &causal, false, 99 * dv + 1, inf},                 // read by the last row only
+        {"K[", &causal, true, 640 * dk, std::nanf("")},           // in a panel no row reads
+    }, {1, 2});
+  }
+}

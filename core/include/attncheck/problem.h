@@ -4,6 +4,7 @@
 // so its semantics are the project's semantics (DESIGN.md, "The computation").
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -79,8 +80,16 @@ class InvalidInput : public std::invalid_argument {
 
 /// Exclusive upper bound on readable keys for query row i of batch element b,
 /// from the causal rule and the key length (the explicit mask is not included).
-/// Keys j >= key_limit are masked; the result lies in [0, n_k].
-int64_t key_limit(const Problem& p, int64_t b, int64_t i);
+/// Keys j >= key_limit are masked; the result lies in [0, n_k]. Inline: the
+/// kernels call it once per query row of every work item.
+inline int64_t key_limit(const Problem& p, int64_t b, int64_t i) {
+  const Shape& s = p.shape;
+  int64_t limit = s.n_k;
+  if (p.causal == Causal::top_left) limit = std::min(limit, i + 1);
+  if (p.causal == Causal::bottom_right) limit = std::min(limit, i + 1 + (s.n_k - s.n_q));
+  if (!p.key_lengths.empty()) limit = std::min(limit, p.key_lengths[static_cast<size_t>(b)]);
+  return std::max<int64_t>(limit, 0);
+}
 
 /// Whether query i of (b, h) may read key j under every mask in force.
 bool allowed(const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j);
