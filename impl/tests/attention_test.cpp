@@ -1247,3 +1247,32 @@ TEST_CASE("streamed tiled shapes, one slice: the single chunk writes the output 
     }, {1, 2});
   }
 }
+
+TEST_CASE("the output does not depend on where V starts: a V off the vector alignment is read from aligned copies, same bits") {
+  // Streamed (n_q <= 512) and packed-group (n_q > 512) shapes, a last partial
+  // panel (n_k = 700), d_v a multiple of every target's lanes and not.
+  for (const Shape& shape : {Shape{1, 2, 100, 700, 16, 32}, Shape{1, 1, 600, 700, 8, 64}, Shape{2, 1, 40, 130, 8, 20}}) {
+    const Inputs in = normal_inputs(shape, 813);
+    const size_t v_size = in.v.size();
+    std::vector<float> buffer(v_size + 64);
+    // The first float of buffer that lies on a 64-byte boundary.
+    const auto address = reinterpret_cast<uintptr_t>(buffer.data());
+    const size_t aligned = (64 - address % 64) % 64 / sizeof(float);
+    Problem p;
+    p.shape = shape;
+    std::vector<float> expected;
+    for (const size_t offset : {0, 1, 4, 8}) {
+      INFO("n_q " << shape.n_q << " d_v " << shape.d_v << ", V " << offset * sizeof(float) << " bytes past a 64-byte boundary");
+      float* v = buffer.data() + aligned + offset;
+      std::copy(in.v.begin(), in.v.end(), v);
+      for (const int threads : {1, 2}) {
+        std::vector<float> out(static_cast<size_t>(shape.out_size()));
+        attncheck::AttentionOptions options;
+        options.threads = threads;
+        attncheck::attention(p, in.q.data(), in.k.data(), v, out.data(), options);
+        if (expected.empty()) expected = out;
+        CHECK(std::memcmp(out.data(), expected.data(), out.size() * sizeof(float)) == 0);
+      }
+    }
+  }
+}
