@@ -35,11 +35,6 @@ void validate_call(const Problem& problem, const float* q, const float* k, const
            {v, static_cast<size_t>(s.v_size())});
 }
 
-// Whether count floats are all finite, on the dispatched SIMD target (the
-// scalar scan that GCC vectorized for baseline x86-64, four lanes, took about
-// 3 % of a square call of n = 128 on one thread).
-bool all_finite(const float* x, size_t count) { return detail::all_finite_values(x, count); }
-
 // validate_call() without the finiteness scan of K and V, which the decode
 // path makes as it streams them (a separate pass would double its memory
 // traffic). On any error the full validation runs, so that the error reported
@@ -51,7 +46,7 @@ void validate_call_but_kv_values(const Problem& problem, const float* q, const f
   require_pointer(k, "k");
   require_pointer(v, "v");
   const Shape& s = problem.shape;
-  const bool q_finite = all_finite(q, static_cast<size_t>(s.q_size()));
+  const bool q_finite = detail::all_finite_values(q, static_cast<size_t>(s.q_size()));
   try {
     if (!q_finite) throw InvalidInput("Q: not finite");
     validate_empty_rows(problem);
@@ -154,8 +149,8 @@ void attention(const Problem& problem, const float* q, const float* k, const flo
   const Shape& s = problem.shape;
   // The packed-group path reads K and V only after this check; on a value
   // that is not finite, validate_call() names it.
-  if (!kv_in_kernel && (!all_finite(k, static_cast<size_t>(s.k_size())) ||
-                        !all_finite(v, static_cast<size_t>(s.v_size()))))
+  if (!kv_in_kernel && (!detail::all_finite_values(k, static_cast<size_t>(s.k_size())) ||
+                        !detail::all_finite_values(v, static_cast<size_t>(s.v_size()))))
     validate_call(problem, q, k, v);
   detail::KernelArgs args;
   try {
