@@ -104,6 +104,26 @@ HWY_INLINE VF SumFourInBlocks(DF d, VF a0, VF a1, VF a2, VF a3) {
   return hn::Add(hn::BitCast(d, lo), hn::BitCast(d, hi));
 }
 
+// Lane i of the result: the sum over the 128-bit blocks b of v of lane 4b + i,
+// the blocks added in order (as one lane at a time: ((b0 + b1) + b2) + b3).
+template <class D>
+HWY_INLINE hn::Vec128<float> SumBlocksInOrder(D /* tag */, hn::Vec<D> v) {
+  constexpr size_t kLanes = hn::MaxLanes(D());
+  if constexpr (kLanes == 4) {
+    return v;
+  } else if constexpr (kLanes == 8) {
+    const hn::Full128<float> d4;
+    return hn::Add(hn::LowerHalf(d4, v), hn::UpperHalf(d4, v));
+  } else {
+    static_assert(kLanes == 16, "vectors of 4, 8 or 16 lanes");
+    const hn::Half<D> d8;
+    const hn::Full128<float> d4;
+    const auto lo = hn::LowerHalf(d8, v), hi = hn::UpperHalf(d8, v);
+    const auto sum = hn::Add(hn::Add(hn::LowerHalf(d4, lo), hn::UpperHalf(d4, lo)), hn::LowerHalf(d4, hi));
+    return hn::Add(sum, hn::UpperHalf(d4, hi));
+  }
+}
+
 // N sums from N/4 results of SumFourInBlocks: lane 4c + i of the result is
 // the sum over the blocks b of lane 4b + i of w[c].
 HWY_INLINE VF SumBlocks(DF d, const VF* HWY_RESTRICT w) {
@@ -149,11 +169,13 @@ HWY_INLINE void DotFourRows(DF d, const float* HWY_RESTRICT q, size_t qs, const 
     a2 = hn::MulAdd(hn::Load(d, q + 2 * qs + x), kv, a2);
     a3 = hn::MulAdd(hn::Load(d, q + 3 * qs + x), kv, a3);
   }
-  HWY_ALIGN float sums[HWY_MAX_BYTES / sizeof(float)];
-  hn::Store(SumFourInBlocks(d, a0, a1, a2, a3), d, sums);
+  // The four sums, each added over the blocks in vector ops: added one lane at
+  // a time (scalar loads and a chain of three adds per row) they took 4-8 % of
+  // a call in cache at n_q = 4 (docs/performance-decode.md). Same order, same bits.
+  HWY_ALIGN float sums[4];
+  hn::Store(SumBlocksInOrder(d, SumFourInBlocks(d, a0, a1, a2, a3)), hn::Full128<float>(), sums);
   for (size_t i = 0; i < 4; ++i) {
     float sum = sums[i];
-    for (size_t b = 4; b < N; b += 4) sum += sums[b + i];
     for (size_t t = x; t < dk; ++t) sum += q[i * qs + t] * k[t];
     s[i * ss] = sum;
   }
