@@ -295,6 +295,7 @@ class DecodeWorker {
       case DecodeScoring::four_keys: four_keys_ = true; break;
       case DecodeScoring::rows_in_lanes: columns_ = true; break;
     }
+    v_during_pv_ = four_keys_;
     if (columns_) {
       qt_ = Allocate<float>(rowsp_ * lay.dk);
       st_ = Allocate<float>(kPanelKeys * rowsp_);
@@ -452,6 +453,19 @@ class DecodeWorker {
         }
         continue;
       }
+      if (v_during_pv_) {
+        Prefetcher ahead;  // the next block's values, or the next split's first keys and values
+        if (j0 + kPanelKeys < k1) {
+          ahead.Add(v + (j0 + kPanelKeys) * dv, (std::min(j0 + 2 * kPanelKeys, k1) - j0 - kPanelKeys) * dv);
+        } else if (next_keys_ > 0) {
+          ahead.Add(next_k_, next_keys_ * dk);
+          ahead.Add(next_v_, next_keys_ * dv);
+        }
+        ahead.Spread(kcount * (rows4_ / kGroupRows) * hwy::DivCeil(dv_vecs, kGroupVecs));
+        AccumulateRows(s_.get(), kPanelKeys, 1, kcount, vblock, ahead);
+        ahead.Finish();
+        continue;
+      }
       NoPrefetch none;
       AccumulateRows(s_.get(), kPanelKeys, 1, kcount, vblock, none);
     }
@@ -544,7 +558,8 @@ class DecodeWorker {
     if (v_in_order_) return;  // K and V both read in address order: the hardware prefetchers follow
     const size_t dk = lay_.dk, dv = lay_.dv;
     const char* vrow = reinterpret_cast<const char*>(v + key * dv);
-    for (size_t c = 0; c < dv * sizeof(float); c += 64) PrefetchToL2(vrow + c);
+    if (!v_during_pv_ || key < split_first_key_ + kPanelKeys)  // else fetched during the block before's P · V
+      for (size_t c = 0; c < dv * sizeof(float); c += 64) PrefetchToL2(vrow + c);
     if (key + kPanelKeys < k1) {
       const char* krow = reinterpret_cast<const char*>(k + (key + kPanelKeys) * dk);
       for (size_t c = 0; c < dk * sizeof(float); c += 64) PrefetchToL2(krow + c);
@@ -869,6 +884,14 @@ class DecodeWorker {
   size_t rowsp_ = 0;  // rows padded to whole vectors: the row stride of qt_, st_ and ot_
   bool columns_ = false;    // lanes over rows, BlockInLanes (more than kColumnsMinRows rows)
   bool four_keys_ = false;  // scores by ScoreFourKeys (kFourKeysMinRows to kColumnsMinRows rows)
+  // With four keys at a time, a block's values are fetched during the P · V of
+  // the block before (and the next split's first keys and values during the
+  // last block's), not beside its keys while they are scored: four keys'
+  // lines issued together stalled the core. 5-8 rows, d = 128, against
+  // n_k = 65536: 0.89-0.94x the time on AVX-512; key by key (1-4 rows, and
+  // AVX2 up to 12) it took 1.03-1.09x, so they keep fetching a key's values
+  // with it (docs/performance-decode.md).
+  bool v_during_pv_ = false;
   bool pv_in_lanes_ = false;  // columns_: P · V on Oᵀ (AccumulateInLanes), not by rows
   bool v_in_order_ = false;  // one row of more than 8 vectors: AccumulateOneRowInOrder, no software prefetch
   size_t split_first_key_ = 0;  // the split being computed starts at this key
