@@ -888,8 +888,8 @@ class DecodeWorker {
   // the block before (and the next split's first keys and values during the
   // last block's), not beside its keys while they are scored: four keys'
   // lines issued together stalled the core. 5-8 rows, d = 128, against
-  // n_k = 65536: 0.89-0.94x the time on AVX-512; key by key (1-4 rows, and
-  // AVX2 up to 12) it took 1.03-1.09x, so they keep fetching a key's values
+  // n_k = 65536: 0.89-0.94x the time on AVX-512; key by key (3-4 rows, and
+  // AVX2 6-12) it took 1.02-1.09x, so they keep fetching a key's values
   // with it (docs/performance-decode.md).
   bool v_during_pv_ = false;
   bool pv_in_lanes_ = false;  // columns_: P · V on Oᵀ (AccumulateInLanes), not by rows
