@@ -295,7 +295,6 @@ class DecodeWorker {
       case DecodeScoring::four_keys: four_keys_ = true; break;
       case DecodeScoring::rows_in_lanes: columns_ = true; break;
     }
-    v_during_pv_ = four_keys_;
     if (columns_) {
       qt_ = Allocate<float>(rowsp_ * lay.dk);
       st_ = Allocate<float>(kPanelKeys * rowsp_);
@@ -453,14 +452,8 @@ class DecodeWorker {
         }
         continue;
       }
-      if (v_during_pv_) {
-        Prefetcher ahead;  // the next block's values, or the next split's first keys and values
-        if (j0 + kPanelKeys < k1) {
-          ahead.Add(v + (j0 + kPanelKeys) * dv, (std::min(j0 + 2 * kPanelKeys, k1) - j0 - kPanelKeys) * dv);
-        } else if (next_keys_ > 0) {
-          ahead.Add(next_k_, next_keys_ * dk);
-          ahead.Add(next_v_, next_keys_ * dv);
-        }
+      if (four_keys_) {  // the next block's values fetched during this one's P · V
+        Prefetcher ahead = AfterThisBlock(v, j0, k1);
         ahead.Spread(kcount * (rows4_ / kGroupRows) * hwy::DivCeil(dv_vecs, kGroupVecs));
         AccumulateRows(s_.get(), kPanelKeys, 1, kcount, vblock, ahead);
         ahead.Finish();
@@ -546,6 +539,21 @@ class DecodeWorker {
     }
   }
 
+  // What to fetch during the P · V of the block at j0 (v: the slice's V): the
+  // next block's values, or after the split's last block the first keys and
+  // values of the split this worker likely takes next (ExpectNext).
+  Prefetcher AfterThisBlock(const float* v, size_t j0, size_t k1) const {
+    const size_t dv = lay_.dv;
+    Prefetcher ahead;
+    if (j0 + kPanelKeys < k1) {
+      ahead.Add(v + (j0 + kPanelKeys) * dv, (std::min(j0 + 2 * kPanelKeys, k1) - j0 - kPanelKeys) * dv);
+    } else if (next_keys_ > 0) {
+      ahead.Add(next_k_, next_keys_ * lay_.dk);
+      ahead.Add(next_v_, next_keys_ * dv);
+    }
+    return ahead;
+  }
+
   // Prefetch of V row `key` and of K row key + kPanelKeys (if below k1), into
   // L2 (PrefetchToL2): into L1 (prefetcht0) the core waited on them, and
   // n_q = 1-4 and 8 against n_k = 65536 took 1.01-1.10x the time at d = 128
@@ -558,7 +566,7 @@ class DecodeWorker {
     if (v_in_order_) return;  // K and V both read in address order: the hardware prefetchers follow
     const size_t dk = lay_.dk, dv = lay_.dv;
     const char* vrow = reinterpret_cast<const char*>(v + key * dv);
-    if (!v_during_pv_ || key < split_first_key_ + kPanelKeys)  // else fetched during the block before's P · V
+    if (!four_keys_ || key < split_first_key_ + kPanelKeys)  // else fetched during the block before's P · V
       for (size_t c = 0; c < dv * sizeof(float); c += 64) PrefetchToL2(vrow + c);
     if (key + kPanelKeys < k1) {
       const char* krow = reinterpret_cast<const char*>(k + (key + kPanelKeys) * dk);
@@ -644,13 +652,7 @@ class DecodeWorker {
     // (ExpectNext; n_q = 16 on 2 threads: 0.95-0.96x, on 1 thread
     // 0.98-0.99x; docs/performance-decode.md).
     const float* vblock = v + j0 * dv;
-    Prefetcher ahead;
-    if (j0 + kPanelKeys < k1) {
-      ahead.Add(v + (j0 + kPanelKeys) * dv, (std::min(j0 + 2 * kPanelKeys, k1) - j0 - kPanelKeys) * dv);
-    } else if (next_keys_ > 0) {
-      ahead.Add(next_k_, next_keys_ * lay_.dk);
-      ahead.Add(next_v_, next_keys_ * dv);
-    }
+    Prefetcher ahead = AfterThisBlock(v, j0, k1);
     ahead.Spread(pv_in_lanes_ ? kcount * hwy::DivCeil(vecs, 2) * hwy::DivCeil(dv, kColumnBlock)
                               : kcount * (rows4_ / kGroupRows) * hwy::DivCeil(dv / N, kGroupVecs));
     if (pv_in_lanes_) {
@@ -883,15 +885,14 @@ class DecodeWorker {
   size_t dkp_ = 0, rows_ = 0, rows4_ = 0;
   size_t rowsp_ = 0;  // rows padded to whole vectors: the row stride of qt_, st_ and ot_
   bool columns_ = false;    // lanes over rows, BlockInLanes (more than kColumnsMinRows rows)
-  bool four_keys_ = false;  // scores by ScoreFourKeys (kFourKeysMinRows to kColumnsMinRows rows)
-  // With four keys at a time, a block's values are fetched during the P · V of
-  // the block before (and the next split's first keys and values during the
-  // last block's), not beside its keys while they are scored: four keys'
+  // Scores by ScoreFourKeys (kFourKeysMinRows to kColumnsMinRows rows). Its
+  // blocks' values are then fetched during the P · V of the block before
+  // (AfterThisBlock), not beside its keys while they are scored: four keys'
   // lines issued together stalled the core. 5-8 rows, d = 128, against
   // n_k = 65536: 0.89-0.94x the time on AVX-512; key by key (3-4 rows, and
-  // AVX2 6-12) it took 1.02-1.09x, so they keep fetching a key's values
-  // with it (docs/performance-decode.md).
-  bool v_during_pv_ = false;
+  // AVX2 6-12) it took 1.02-1.09x, so it keeps fetching a key's values with
+  // it (docs/performance-decode.md).
+  bool four_keys_ = false;
   bool pv_in_lanes_ = false;  // columns_: P · V on Oᵀ (AccumulateInLanes), not by rows
   bool v_in_order_ = false;  // one row of more than 8 vectors: AccumulateOneRowInOrder, no software prefetch
   size_t split_first_key_ = 0;  // the split being computed starts at this key
