@@ -73,8 +73,9 @@ void add_bench_command(CLI::App& app) {
                               "reference-double (n <= 512 only), or any verify --impl name such as "
                               "plugin:PATH and exec:SPEC (their own compute time is recorded when they "
                               "report it), or fused:METHOD (fused with one decode scoring method forced "
-                              "for n_q <= {}; see verify --list); default fused",
-                              kDecodeMaxQueryRows));
+                              "on the decode path: n_q <= {}, or <= {} against n_k >= {}; see verify "
+                              "--list); default fused",
+                              kDecodeMaxQueryRows, kDecodeWideMaxQueryRows, kDecodeWideMinKeys));
   CLI::Option* n_option =
       cmd->add_option("--n", args->n, "Sequence lengths n = n_q = n_k, comma-separated")
           ->capture_default_str();

@@ -31,8 +31,9 @@
 // when d_v needs padding) of one group of slices, shared by the threads, or
 // when streaming one panel per thread and the staged output; plus
 // O(chunk rows · d) per thread (chunk rows at most kStreamMaxRows).
-// Calls with n_q <= kDecodeMaxRows take the decode path instead (RunDecode,
-// decode-inl.h): K and V streamed once in place, keys split into fixed blocks.
+// Calls that takes_decode_path() picks (n_q <= 32, or <= kDecodeMaxRows
+// against long rows) take the decode path instead (RunDecode, decode-inl.h):
+// K and V streamed once in place, keys split into fixed blocks.
 // Out of fp32 range (DESIGN.md, "Range"): a row whose running max becomes +inf,
 // whose sum or output is not finite, whose every readable logit is -inf, or
 // which has a readable dot product that overflowed (looked for only where

@@ -142,7 +142,7 @@ void exact_row(const Problem& p, const float* q, const float* k, const float* v,
 void attention(const Problem& problem, const float* q, const float* k, const float* v, float* out,
                const AttentionOptions& options) {
   validate_problem(problem);
-  const bool decode = problem.shape.n_q <= detail::kDecodeMaxRows;
+  const bool decode = takes_decode_path(problem.shape);
   // The decode path and the streaming tiled path check K and V as they read them.
   const bool kv_in_kernel = problem.shape.n_q <= detail::kStreamMaxRows;
   validate_call_but_kv_values(problem, q, k, v);

@@ -25,12 +25,13 @@ inline constexpr int64_t kChunkRows = 64;
 /// value has been read.
 inline constexpr int64_t kStreamMaxRows = 8 * kChunkRows;
 
-/// Decode path (decode-inl.h, RunDecode): calls with at most this many query
-/// rows stream K and V once, row-major, without packing Kᵀ. 32: on AVX2 the
-/// decode path (the rows in the lanes, four vectors of rows) took 0.71–0.95×
-/// the streamed tiled path's time for 17–32 rows, which pay for two whole
-/// tiles of 16 there (docs/performance-decode.md).
-inline constexpr int64_t kDecodeMaxRows = kDecodeMaxQueryRows;
+/// Decode path (decode-inl.h, RunDecode): K and V streamed once, row-major,
+/// without packing Kᵀ, for at most this many query rows. Which calls take it
+/// is attncheck::takes_decode_path: up to 32 rows always (on AVX2 the rows in
+/// the lanes took 0.71–0.95× the streamed tiled path's time for 17–32 rows,
+/// which pay for two whole tiles of 16 there), up to 64 against long rows
+/// (docs/performance-decode.md).
+inline constexpr int64_t kDecodeMaxRows = kDecodeWideMaxQueryRows;
 /// Keys per split of the decode path: each (slice, split) is one work item
 /// whose partial (max, sum, output) is merged with the others of its slice in
 /// split order. Fixed (never derived from the thread count), so the result is
@@ -47,7 +48,7 @@ struct KernelArgs {
   float* lse = nullptr;            ///< optional, [batch][heads][n_q]
   float multiplier = 1.0f;         ///< scale / τ, applied once to each dot product
   int64_t chunks_per_slice = 0;    ///< ceil(n_q / kChunkRows)
-  bool decode = false;             ///< n_q <= kDecodeMaxRows: the decode path
+  bool decode = false;             ///< takes_decode_path: the decode path
   int64_t splits_per_slice = 0;    ///< decode: ceil(n_k / kSplitKeys)
   DecodeScoring decode_scoring = DecodeScoring::automatic;  ///< decode: force_decode_scoring()
   /// batch · heads · chunks_per_slice, or batch · heads · splits_per_slice (decode)

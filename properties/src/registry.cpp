@@ -37,8 +37,10 @@ void register_builtins(std::map<std::string, Entry>& r) {
   r["fused"] = {[](const std::string&) { return make_fused_implementation(); },
                 "the fused SIMD attention (fp32, online softmax, threads)"};
   r["fused:"] = {[](const std::string& method) { return make_fused_implementation(method); },
-                 fmt::format("the fused attention with one decode scoring method forced for n_q <= {} ({}), "
-                             "on any machine", kDecodeMaxQueryRows, fmt::join(decode_scoring_methods(), ", "))};
+                 fmt::format("the fused attention with one decode scoring method forced on the decode path "
+                             "(n_q <= {}, or <= {} against n_k >= {}) ({}), on any machine",
+                             kDecodeMaxQueryRows, kDecodeWideMaxQueryRows, kDecodeWideMinKeys,
+                             fmt::join(decode_scoring_methods(), ", "))};
   r["reference-double"] = {[](const std::string&) { return make_reference_implementation("double"); },
                            "the reference in double"};
   r["reference-long-double"] = {

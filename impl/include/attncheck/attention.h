@@ -10,13 +10,26 @@
 
 namespace attncheck {
 
-/// Calls with at most this many query rows take the decode path (K and V
-/// streamed once, in place; see attention()); longer ones the tiled path.
+/// Calls with at most kDecodeMaxQueryRows query rows take the decode path (K
+/// and V streamed once, in place; see attention()), and so do calls with up to
+/// kDecodeWideMaxQueryRows against at least kDecodeWideMinKeys keys; the others
+/// take the tiled path. 33-64 rows against long rows: the decode path took
+/// 0.83-0.96x the tiled path's time against n_k = 16384 (AVX-512 and AVX2),
+/// and about the same at n_k = 512-1024; against 64-128 keys 1.0-1.3x
+/// (docs/performance-decode.md, "33 to 64 query rows").
 inline constexpr int64_t kDecodeMaxQueryRows = 32;
+inline constexpr int64_t kDecodeWideMaxQueryRows = 64;
+inline constexpr int64_t kDecodeWideMinKeys = 1024;
+
+/// Whether attention() computes a call of this shape on the decode path.
+inline bool takes_decode_path(const Shape& shape) {
+  return shape.n_q <= kDecodeMaxQueryRows ||
+         (shape.n_q <= kDecodeWideMaxQueryRows && shape.n_k >= kDecodeWideMinKeys);
+}
 
 struct AttentionOptions {
   /// Worker threads over (batch, head, query block), or over (batch, head,
-  /// block of 1024 keys) for n_q <= kDecodeMaxQueryRows; 0 means one per hardware thread. The
+  /// block of 1024 keys) on the decode path (takes_decode_path); 0 means one per hardware thread. The
   /// result is bitwise identical whatever the count.
   int threads = 1;
   /// Optional output, [batch][heads][n_q]: each row's natural log-sum-exp of
@@ -40,7 +53,7 @@ struct AttentionOptions {
 /// a masked key never takes part, however large its logit. Their lse is ±inf
 /// when the exact value is beyond float.
 ///
-/// Decode and short queries (n_q <= kDecodeMaxQueryRows): K and V are read once, in place (no
+/// Decode and short queries (takes_decode_path): K and V are read once, in place (no
 /// packing), the keys of each slice split into blocks of 1024 that the threads
 /// share (so two threads help even with one head), each block's partial
 /// softmax merged with the others by log-sum-exp in block order — a split that
@@ -83,7 +96,7 @@ std::string active_target();
 /// attention() calls, not while one runs on another thread.
 void force_target(const std::string& name);
 
-/// How the decode path (n_q <= kDecodeMaxQueryRows) computes its dot products: `automatic`
+/// How the decode path (takes_decode_path) computes its dot products: `automatic`
 /// picks by SIMD target and row count (docs/performance-decode.md); the others
 /// force one method for every row count, so that each runs, and can be tested
 /// and timed, on any machine: one key at a time along d, four keys at a time
