@@ -298,6 +298,10 @@ class DecodeWorker {
     if (columns_) {
       qt_ = Allocate<float>(rowsp_ * lay.dk);
       st_ = Allocate<float>(kPanelKeys * rowsp_);
+      // With a half-width last vector of rows, the upper half of its lanes
+      // is never scored: zeros, so that the softmax meets finite values there.
+      half_tail_ = N >= 16 && rows_ + N / 2 <= rowsp_;
+      std::fill(st_.get(), st_.get() + kPanelKeys * rowsp_, 0.0f);
       // P · V with the rows in the lanes only when they fill two vectors or
       // more with no padding; otherwise by rows (AccumulateRows), which at
       // 12-28 rows on AVX-512 took 0.86-0.96x the time and at 32 rows
@@ -622,11 +626,12 @@ class DecodeWorker {
       VF vmax = neg_inf;
       for (size_t j = 0; j < kcount; ++j) vmax = hn::Max(vmax, hn::Load(d_, st + j * rowsp_ + r0));
       const VF m_new = hn::Max(hn::Load(d_, m_.get() + r0), hn::Mul(vmax, scale));
-      for (size_t r = r0; r < r0 + N; ++r) {  // exp(-inf) = 0 on a row's first readable block
-        const float mn = hn::ExtractLane(m_new, r - r0);
-        alpha_[r] = mn == kNegInf ? 1.0f : m_[r] == kNegInf ? 0.0f : std::exp(m_[r] - mn);
-      }
+      // alpha = exp(m_old - m_new): 0 on a row's first readable block
+      // (m_old = -inf), 1 while a row has read nothing (both -inf), as in
+      // SoftmaxTile; N rows at once, not one std::exp a row.
       const auto empty = hn::Eq(m_new, neg_inf);  // nothing readable yet: no weights
+      hn::Store(hn::IfThenElse(empty, hn::Set(d_, 1.0f), SoftmaxExp(d_, hn::Sub(hn::Load(d_, m_.get() + r0), m_new))),
+                d_, alpha_.get() + r0);
       VF part[kMaxLanes];
       for (size_t lane = 0; lane < N; ++lane) part[lane] = hn::Zero(d_);
       for (size_t j = 0; j < kcount; ++j) {
@@ -735,40 +740,75 @@ class DecodeWorker {
     }
   }
 
-  // kDk: d_k when it is not 0.
+  // kDk: d_k when it is not 0. Vectors of rows in pairs; a last vector at
+  // most half filled with real rows (half_tail_) is scored with half-width
+  // vectors, paired with the odd full vector before it if there is one.
   template <size_t kDk>
   HWY_INLINE void ScoreColumnsOf(const float* k, const float* v, size_t j0, size_t kcount, size_t k1) {
-    const size_t vecs = rowsp_ / hn::Lanes(d_);
-    for (size_t v0 = 0; v0 < vecs; v0 += 2) {
-      if (vecs - v0 >= 2)
-        ScoreRowVectors<2, kDk>(k, v, j0, kcount, k1, v0);
+    const size_t full = rowsp_ / hn::Lanes(d_) - (half_tail_ ? 1 : 0);
+    size_t v0 = 0;
+    for (; v0 + 2 <= full; v0 += 2) ScoreRowVectors<2, false, kDk>(k, v, j0, kcount, k1, v0);
+    if (v0 < full) {
+      if (half_tail_)
+        ScoreRowVectors<1, true, kDk>(k, v, j0, kcount, k1, v0);
       else
-        ScoreRowVectors<1, kDk>(k, v, j0, kcount, k1, v0);
+        ScoreRowVectors<1, false, kDk>(k, v, j0, kcount, k1, v0);
+    } else if (half_tail_) {
+      ScoreRowVectors<0, true, kDk>(k, v, j0, kcount, k1, v0);
     }
   }
 
-  template <size_t kRowVecs, size_t kDk>
+  template <size_t kRowVecs, bool kHalfTail, size_t kDk>
   HWY_INLINE void ScoreRowVectors(const float* k, const float* v, size_t j0, size_t kcount, size_t k1, size_t v0) {
-    constexpr size_t kKeys = kColumnBlock / kRowVecs;
+    constexpr size_t kKeys = kColumnBlock / (kRowVecs + (kHalfTail ? 1 : 0));
     size_t j = 0;
-    for (; j + kKeys <= kcount; j += kKeys) ScoreKeysInLanes<kRowVecs, kKeys, kDk>(k, v, j0, j, k1, v0);
-    ScoreRest<kRowVecs, PowerOfTwoBelow(kKeys), kDk>(k, v, j0, j, kcount, k1, v0);
+    for (; j + kKeys <= kcount; j += kKeys) ScoreKeysInLanes<kRowVecs, kHalfTail, kKeys, kDk>(k, v, j0, j, k1, v0);
+    ScoreRest<kRowVecs, kHalfTail, PowerOfTwoBelow(kKeys), kDk>(k, v, j0, j, kcount, k1, v0);
   }
 
-  template <size_t kRowVecs, size_t kKeys, size_t kDk>
+  template <size_t kRowVecs, bool kHalfTail, size_t kKeys, size_t kDk>
   HWY_INLINE void ScoreRest(const float* k, const float* v, size_t j0, size_t j, size_t kcount, size_t k1,
                             size_t v0) {
     if constexpr (kKeys > 0) {
       if (kcount - j >= kKeys) {
-        ScoreKeysInLanes<kRowVecs, kKeys, kDk>(k, v, j0, j, k1, v0);
+        ScoreKeysInLanes<kRowVecs, kHalfTail, kKeys, kDk>(k, v, j0, j, k1, v0);
         j += kKeys;
       }
-      ScoreRest<kRowVecs, kKeys / 2, kDk>(k, v, j0, j, kcount, k1, v0);
+      ScoreRest<kRowVecs, kHalfTail, kKeys / 2, kDk>(k, v, j0, j, kcount, k1, v0);
     }
   }
 
-  // st_[j + t][v0·N .. (v0 + kRowVecs)·N) = dot products of key j0 + j + t
-  // (t < kKeys) with those rows of Qᵀ, summed along x in order. While the
+  using DH = hn::Half<DF>;
+  using VH = hn::Vec<DH>;
+
+  // One term x of ScoreKeysInLanes' sums: the first initialises them (q·k
+  // rounds as 0 + q·k does, up to the sign of a zero). Zeroed first instead,
+  // the accumulators were also zeroed in memory, a dead store of a register
+  // block's size per block.
+  template <size_t kRowVecs, bool kHalfTail, size_t kKeys, bool kFirst>
+  HWY_INLINE void ScoreTerm(const float* HWY_RESTRICT qt, const float* HWY_RESTRICT kj, size_t dk, size_t x,
+                            VF (&acc)[kKeys][kRowVecs > 0 ? kRowVecs : 1], VH (&tail)[kKeys]) {
+    const size_t N = hn::Lanes(d_);
+    const DH dh;
+    VF qv[kRowVecs > 0 ? kRowVecs : 1];
+    for (size_t i = 0; i < kRowVecs; ++i) qv[i] = hn::Load(d_, qt + x * rowsp_ + i * N);
+    VH qh = hn::Zero(dh);
+    if constexpr (kHalfTail) qh = hn::Load(dh, qt + x * rowsp_ + kRowVecs * N);
+    HWY_UNROLL(32)  // the accumulators stay in registers only when unrolled
+    for (size_t t = 0; t < kKeys; ++t) {
+      const float kx = kj[t * dk + x];
+      const VF kv = hn::Set(d_, kx);
+      for (size_t i = 0; i < kRowVecs; ++i) acc[t][i] = kFirst ? hn::Mul(qv[i], kv) : hn::MulAdd(qv[i], kv, acc[t][i]);
+      if constexpr (kHalfTail) {
+        const VH kh = hn::Set(dh, kx);
+        tail[t] = kFirst ? hn::Mul(qh, kh) : hn::MulAdd(qh, kh, tail[t]);
+      }
+    }
+  }
+
+  // st_[j + t][v0·N .. (v0 + kRowVecs)·N) (and the half vector after them
+  // with kHalfTail) = dot products of key j0 + j + t (t < kKeys) with those
+  // rows of Qᵀ, summed along x in order. While the
   // first vectors of rows are scored, the keys one block further are
   // prefetched (and in the first block of a split, the values of these keys,
   // which no P · V before fetched), spread over the steps along d
@@ -778,7 +818,7 @@ class DecodeWorker {
   // AVX-512 at d = 128, one line a step left two thirds of them to a burst
   // after the block, which took a third of the scoring time;
   // docs/performance-decode.md).
-  template <size_t kRowVecs, size_t kKeys, size_t kDk>
+  template <size_t kRowVecs, bool kHalfTail, size_t kKeys, size_t kDk>
   HWY_INLINE void ScoreKeysInLanes(const float* k, const float* v, size_t j0, size_t j, size_t k1, size_t v0) {
     const size_t N = hn::Lanes(d_);
     const size_t dk = kDk != 0 ? kDk : lay_.dk;
@@ -792,23 +832,20 @@ class DecodeWorker {
     }
     const float* HWY_RESTRICT kj = k + key * dk;
     const float* HWY_RESTRICT qt = qt_.get() + v0 * N;
-    VF acc[kKeys][kRowVecs];
-    for (size_t t = 0; t < kKeys; ++t)
-      for (size_t i = 0; i < kRowVecs; ++i) acc[t][i] = hn::Zero(d_);
-    for (size_t x = 0; x < dk; ++x) {
+    VF acc[kKeys][kRowVecs > 0 ? kRowVecs : 1];
+    VH tail[kKeys];
+    ahead.Step();
+    ScoreTerm<kRowVecs, kHalfTail, kKeys, true>(qt, kj, dk, 0, acc, tail);
+    for (size_t x = 1; x < dk; ++x) {
       ahead.Step();
-      VF qv[kRowVecs];
-      for (size_t i = 0; i < kRowVecs; ++i) qv[i] = hn::Load(d_, qt + x * rowsp_ + i * N);
-      HWY_UNROLL(32)  // the accumulators stay in registers only when unrolled
-      for (size_t t = 0; t < kKeys; ++t) {
-        const VF kv = hn::Set(d_, kj[t * dk + x]);
-        for (size_t i = 0; i < kRowVecs; ++i) acc[t][i] = hn::MulAdd(qv[i], kv, acc[t][i]);
-      }
+      ScoreTerm<kRowVecs, kHalfTail, kKeys, false>(qt, kj, dk, x, acc, tail);
     }
     ahead.Finish();
     float* HWY_RESTRICT st = st_.get() + j * rowsp_ + v0 * N;
-    for (size_t t = 0; t < kKeys; ++t)
+    for (size_t t = 0; t < kKeys; ++t) {
       for (size_t i = 0; i < kRowVecs; ++i) hn::Store(acc[t][i], d_, st + t * rowsp_ + i * N);
+      if constexpr (kHalfTail) hn::Store(tail[t], DH(), st + t * rowsp_ + kRowVecs * N);
+    }
   }
 #endif
 
@@ -893,6 +930,7 @@ class DecodeWorker {
   // AVX2 6-12) it took 1.02-1.09x, so it keeps fetching a key's values with
   // it (docs/performance-decode.md).
   bool four_keys_ = false;
+  bool half_tail_ = false;  // columns_: the last vector of rows is scored with half-width vectors
   bool pv_in_lanes_ = false;  // columns_: P · V on Oᵀ (AccumulateInLanes), not by rows
   bool v_in_order_ = false;  // one row of more than 8 vectors: AccumulateOneRowInOrder, no software prefetch
   size_t split_first_key_ = 0;  // the split being computed starts at this key
