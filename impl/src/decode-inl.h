@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -301,6 +302,7 @@ class DecodeWorker {
       // With a half-width last vector of rows, the upper half of its lanes
       // is never scored: zeros, so that the softmax meets finite values there.
       half_tail_ = N >= 16 && rows_ + N / 2 <= rowsp_;
+      pairs_ = N == 16 && rowsp_ == N && (lay.dk == 64 || lay.dk == 128);
       std::fill(st_.get(), st_.get() + kPanelKeys * rowsp_, 0.0f);
       // P · V with the rows in the lanes only when they fill two vectors or
       // more with no padding; otherwise by rows (AccumulateRows), which at
@@ -355,7 +357,11 @@ class DecodeWorker {
       l_[r] = 0.0f;
       exact_[r] = 0;
     }
-    if (columns_) {  // Qᵀ, rows padded to whole vectors: qt_[x · rowsp + r]
+    if (pairs_) {  // Qᵀ by pairs of x: qt_[(x / 2) · 2·rowsp + (r / 8) · 16 + (r % 8) · 2 + x % 2]
+      for (size_t x = 0; x < dk; ++x)
+        for (size_t r = 0; r < rowsp_; ++r)
+          qt_[(x / 2) * 2 * rowsp_ + (r / 8) * 16 + (r % 8) * 2 + x % 2] = r < rows_ ? q[r * dk + x] : 0.0f;
+    } else if (columns_) {  // Qᵀ, rows padded to whole vectors: qt_[x · rowsp + r]
       for (size_t x = 0; x < dk; ++x)
         for (size_t r = 0; r < rowsp_; ++r) qt_[x * rowsp_ + r] = r < rows_ ? q[r * dk + x] : 0.0f;
       if (pv_in_lanes_) std::fill(ot_.get(), ot_.get() + dv * rowsp_, 0.0f);
@@ -745,6 +751,15 @@ class DecodeWorker {
   // vectors, paired with the odd full vector before it if there is one.
   template <size_t kDk>
   HWY_INLINE void ScoreColumnsOf(const float* k, const float* v, size_t j0, size_t kcount, size_t k1) {
+    if constexpr (kDk != 0 && kDk % 2 == 0 && hn::MaxLanes(DF()) == 16) {
+      if (pairs_) {
+        constexpr size_t kKeys = kColumnBlock / 2;
+        size_t j = 0;
+        for (; j + kKeys <= kcount; j += kKeys) ScorePairKeys<kKeys, kDk>(k, v, j0, j, k1);
+        ScorePairRest<PowerOfTwoBelow(kKeys), kDk>(k, v, j0, j, kcount, k1);
+        return;
+      }
+    }
     const size_t full = rowsp_ / hn::Lanes(d_) - (half_tail_ ? 1 : 0);
     size_t v0 = 0;
     for (; v0 + 2 <= full; v0 += 2) ScoreRowVectors<2, false, kDk>(k, v, j0, kcount, k1, v0);
@@ -776,6 +791,65 @@ class DecodeWorker {
       }
       ScoreRest<kRowVecs, kHalfTail, kKeys / 2, kDk>(k, v, j0, j, kcount, k1, v0);
     }
+  }
+
+  template <size_t kKeys, size_t kDk>
+  HWY_INLINE void ScorePairRest(const float* k, const float* v, size_t j0, size_t j, size_t kcount, size_t k1) {
+    if constexpr (kKeys > 0) {
+      if (kcount - j >= kKeys) {
+        ScorePairKeys<kKeys, kDk>(k, v, j0, j, k1);
+        j += kKeys;
+      }
+      ScorePairRest<kKeys / 2, kDk>(k, v, j0, j, kcount, k1);
+    }
+  }
+
+  // One pair of terms (x, x + 1 = 2·x2, 2·x2 + 1) of ScorePairKeys' sums for
+  // every key; the first pair initialises them (as in ScoreTerm).
+  template <size_t kKeys, bool kFirst>
+  HWY_INLINE void PairTerm(const float* HWY_RESTRICT qt, const float* HWY_RESTRICT kj, size_t dk, size_t x2,
+                           VF (&lo)[kKeys], VF (&hi)[kKeys]) {
+    const hn::Repartition<double, DF> dd;
+    const VF qlo = hn::Load(d_, qt + x2 * 32), qhi = hn::Load(d_, qt + x2 * 32 + 16);
+    HWY_UNROLL(32)  // the accumulators stay in registers only when unrolled
+    for (size_t t = 0; t < kKeys; ++t) {
+      double pair;  // k[x], k[x + 1]: one 64-bit broadcast feeds both vectors of rows
+      std::memcpy(&pair, kj + t * dk + 2 * x2, sizeof(pair));
+      const VF kv = hn::BitCast(d_, hn::Set(dd, pair));
+      lo[t] = kFirst ? hn::Mul(qlo, kv) : hn::MulAdd(qlo, kv, lo[t]);
+      hi[t] = kFirst ? hn::Mul(qhi, kv) : hn::MulAdd(qhi, kv, hi[t]);
+    }
+  }
+
+  // st_[j + t][0 .. 16) = dot products of key j0 + j + t (t < kKeys) with the
+  // 16 rows of Qᵀ, on AVX-512 with d_k even (pairs_): each lane holds one row
+  // and the even or the odd terms along x (rows 0–7 in one vector, 8–15 in
+  // the other), so that one broadcast pair of key elements feeds two FMAs
+  // where ScoreKeysInLanes' single vector of rows needs a broadcast per FMA.
+  // Each dot product is the sum of its even-x and odd-x chains, each in order
+  // along x; the two vectors become one of 16 rows by ConcatEven + ConcatOdd.
+  // Prefetch as in ScoreKeysInLanes.
+  template <size_t kKeys, size_t kDk>
+  HWY_INLINE void ScorePairKeys(const float* k, const float* v, size_t j0, size_t j, size_t k1) {
+    const size_t key = j0 + j;
+    Prefetcher ahead;
+    if (j0 == split_first_key_) ahead.Add(v + key * lay_.dv, kKeys * lay_.dv);
+    if (key + kPanelKeys < k1)
+      ahead.Add(k + (key + kPanelKeys) * kDk, (std::min(key + kKeys + kPanelKeys, k1) - key - kPanelKeys) * kDk);
+    ahead.Spread(kDk / 2);
+    const float* HWY_RESTRICT kj = k + key * kDk;
+    const float* HWY_RESTRICT qt = qt_.get();
+    VF lo[kKeys], hi[kKeys];
+    ahead.Step();
+    PairTerm<kKeys, true>(qt, kj, kDk, 0, lo, hi);
+    for (size_t x2 = 1; x2 < kDk / 2; ++x2) {
+      ahead.Step();
+      PairTerm<kKeys, false>(qt, kj, kDk, x2, lo, hi);
+    }
+    ahead.Finish();
+    float* HWY_RESTRICT st = st_.get() + j * rowsp_;
+    for (size_t t = 0; t < kKeys; ++t)
+      hn::Store(hn::Add(hn::ConcatEven(d_, hi[t], lo[t]), hn::ConcatOdd(d_, hi[t], lo[t])), d_, st + t * rowsp_);
   }
 
   using DH = hn::Half<DF>;
@@ -930,6 +1004,8 @@ class DecodeWorker {
   // AVX2 6-12) it took 1.02-1.09x, so it keeps fetching a key's values with
   // it (docs/performance-decode.md).
   bool four_keys_ = false;
+  // columns_ with one vector of 16 rows and d_k = 64 or 128 on AVX-512: ScorePairs.
+  bool pairs_ = false;
   bool half_tail_ = false;  // columns_: the last vector of rows is scored with half-width vectors
   bool pv_in_lanes_ = false;  // columns_: P · V on Oᵀ (AccumulateInLanes), not by rows
   bool v_in_order_ = false;  // one row of more than 8 vectors: AccumulateOneRowInOrder, no software prefetch
