@@ -1229,17 +1229,21 @@ void check_bad_values_rejected(const Shape& shape, unsigned seed, const std::vec
 
 TEST_CASE("decode shapes: a non-finite K or V value, read or not, throws naming it and writes nothing, whatever the scoring method") {
   // n_q 27: three vectors of rows on AVX2; 48: on the decode path only
-  // because n_k >= 1024.
+  // because n_k >= 1024; with the rows in the lanes on AVX-512, 16 rows at
+  // d_k = 64 are scored by pairs of x and 20 rows with a half-width vector.
+  struct RowsAndDk {
+    int64_t n_q, d_k;
+  };
   for (const attncheck::DecodeScoring method : kForcedScorings)
-  for (const int64_t n_q : {3, 6, 27, 48}) {
+  for (const RowsAndDk c : {RowsAndDk{3, 8}, {6, 8}, {27, 8}, {48, 8}, {16, 64}, {20, 64}}) {
     const ForcedScoring forced(method);
-    INFO("method " << static_cast<int>(method) << ", n_q " << n_q);
-    const Shape shape{2, 2, n_q, 2100, 8, 5};
+    INFO("method " << static_cast<int>(method) << ", n_q " << c.n_q << ", d_k " << c.d_k);
+    const Shape shape{2, 2, c.n_q, 2100, c.d_k, 5};
     Problem padded;  // keys past 1500 of batch 1 and past 1000 of batch 0 are read by no row
     padded.shape = shape;
     padded.key_lengths = {1000, 1500};
     const Problem masked = key_seven_masked(shape);
-    const size_t dk = 8, dv = 5, nk = 2100;
+    const size_t dk = static_cast<size_t>(c.d_k), dv = 5, nk = 2100;
     const float inf = std::numeric_limits<float>::infinity();
     check_bad_values_rejected(shape, 801, {
         {"K[", &padded, true, (0 * nk + 10) * dk + 3, std::nanf("")},      // read
