@@ -21,7 +21,7 @@ set(attn_signal_plugins
     raise_abrt 1 SIGABRT  kill_segv 2 SIGSEGV  kill_kill 2 SIGKILL  real_fpe 3 0  real_ill 4 0
     abort 5 0  exit 6 0  underscore_exit 7 0  close_channel 8 0  write_channel 9 0
     close_and_hang 10 0  raise_large 11 SIGSEGV  pid_or_misbehave 12 SIGSEGV  reports_time 13 0
-    reports_bad_time 14 0)
+    reports_bad_time 14 0  takes_threads 15 0)
 set(attn_signal_plugin_targets)
 while(attn_signal_plugins)
   list(POP_FRONT attn_signal_plugins name mode sig)

@@ -155,6 +155,16 @@ ATTN_PLUGIN_EXPORT const attn_plugin *attn_plugin_init(void);
 typedef double (*attn_plugin_compute_seconds_fn)(void);
 #define ATTN_PLUGIN_COMPUTE_SECONDS_SYMBOL "attn_plugin_compute_seconds"
 
+/* Optional: the thread count the caller asked for (bench --threads, verify
+ * --threads; at least 1), passed in the worker right before each forward
+ * call, so that a plugin with a thread pool of its own compares like with
+ * like. A plugin that exports it is taken to honour it: the
+ * thread_determinism property then checks that its results are the same
+ * bits for every thread count. Looked up with dlsym, like
+ * attn_plugin_compute_seconds. */
+typedef void (*attn_plugin_set_threads_fn)(int threads);
+#define ATTN_PLUGIN_SET_THREADS_SYMBOL "attn_plugin_set_threads"
+
 #ifdef __cplusplus
 }
 #endif

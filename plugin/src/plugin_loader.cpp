@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -27,10 +28,12 @@ int g_default_timeout_ms = 0;  // 0: not set
 constexpr size_t kErrorBytes = 1024;
 
 // The arena's buffers, in this order.
-enum Buffer { kProblem, kQ, kK, kV, kMask, kKeyLengths, kOut, kWeights, kError, kBufferCount };
+enum Buffer { kProblem, kQ, kK, kV, kMask, kKeyLengths, kOut, kWeights, kError, kThreads, kBufferCount };
 
 // The optional entry point through which a plugin reports its compute time.
 using ComputeSeconds = double (*)(void);
+// The optional entry point through which a plugin takes the caller's thread count.
+using SetThreads = void (*)(int);
 
 class PluginImplementation final : public Implementation {
  public:
@@ -43,6 +46,7 @@ class PluginImplementation final : public Implementation {
         precision_(precision_from_abi(info->precision, "plugin " + path_)),
         options_(options),
         compute_seconds_(reinterpret_cast<ComputeSeconds>(dlsym(handle, ATTN_PLUGIN_COMPUTE_SECONDS_SYMBOL))),
+        set_threads_(reinterpret_cast<SetThreads>(dlsym(handle, ATTN_PLUGIN_SET_THREADS_SYMBOL))),
         worker_(worker_task()) {}
   ~PluginImplementation() override { dlclose(handle_); }
 
@@ -50,13 +54,18 @@ class PluginImplementation final : public Implementation {
   /// name appears in every finding.
   std::string name() const override { return "plugin:" + path_; }
   std::string declared_name() const override { return name_; }
-  Capabilities capabilities() const override { return capabilities_from_features(info_.features); }
+  /// threads: the plugin exports attn_plugin_set_threads.
+  Capabilities capabilities() const override {
+    Capabilities c = capabilities_from_features(info_.features);
+    c.threads = set_threads_ != nullptr;
+    return c;
+  }
   Precision precision() const override { return precision_; }
   std::optional<double> last_compute_seconds() const override { return last_compute_seconds_; }
 
   void forward(const Problem& p, std::span<const float> q, std::span<const float> k,
                std::span<const float> v, std::span<float> out, std::span<float> weights,
-               int /*threads*/) override {
+               int threads) override {
     check_structure(p, q, k, v, out, weights);
     check_declared(p, info_.features, !weights.empty(), "plugin " + name_);
     const ExplicitMask mask = abi_mask(p);
@@ -89,6 +98,8 @@ class PluginImplementation final : public Implementation {
     buffers[kOut] = {"out", out.size_bytes(), true, true, nullptr};
     buffers[kWeights] = {"weights", weights.size_bytes(), true, true, nullptr};
     buffers[kError] = {"error", kErrorBytes, true, false, nullptr};
+    const int32_t threads_hint = std::max(threads, 1);
+    buffers[kThreads] = {"threads", sizeof threads_hint, false, false, &threads_hint};
     Arena arena(std::move(buffers));
     // The worker points problem.mask and problem.key_lengths into its own
     // mapping of the arena (WorkerTask::prepare), so the problem differs
@@ -186,9 +197,14 @@ class PluginImplementation final : public Implementation {
       problem->key_lengths =
           l.bytes[kKeyLengths] ? reinterpret_cast<const int64_t*>(base + l.offset[kKeyLengths]) : nullptr;
     };
-    task.call = [forward = info_.forward, compute_seconds = compute_seconds_](
+    task.call = [forward = info_.forward, compute_seconds = compute_seconds_, set_threads = set_threads_](
                     std::byte* base, const ArenaLayout& l, std::optional<double>& reported) {
       const auto at = [&](Buffer b) { return base + l.offset[b]; };
+      if (set_threads) {
+        int32_t threads = 1;
+        std::memcpy(&threads, at(kThreads), sizeof threads);
+        set_threads(threads);
+      }
       const int rc = forward(reinterpret_cast<const attn_problem*>(at(kProblem)),
                              reinterpret_cast<const float*>(at(kQ)), reinterpret_cast<const float*>(at(kK)),
                              reinterpret_cast<const float*>(at(kV)), reinterpret_cast<float*>(at(kOut)),
@@ -207,6 +223,7 @@ class PluginImplementation final : public Implementation {
   Precision precision_;
   OutOfProcessOptions options_;
   ComputeSeconds compute_seconds_;
+  SetThreads set_threads_;
   std::optional<double> last_compute_seconds_;
   std::optional<double> first_call_ms_;  // of the run's first worker (start_up_allowance_ms)
   Worker worker_;

@@ -29,6 +29,8 @@
                                    -2 hang, -3 write past out */
 #define MODE_REPORTS_TIME 13    /* exports attn_plugin_compute_seconds: 0.25 */
 #define MODE_REPORTS_BAD_TIME 14 /* exports attn_plugin_compute_seconds: -1 */
+#define MODE_TAKES_THREADS 15   /* exports attn_plugin_set_threads; reports the count it was
+                                   given as its compute time (0 before any) */
 
 #ifndef MODE
 #error "define MODE to one of the MODE_* values"
@@ -59,7 +61,11 @@ static volatile int zero = 0, seven = 7; /* volatile: a real idiv, not folded */
 #endif
 
 static int misbehave(const attn_problem *p, const float *q) {
-#if MODE == MODE_RAISE_LARGE
+#if MODE == MODE_TAKES_THREADS
+  (void)q;
+  (void)p;
+  return 0;
+#elif MODE == MODE_RAISE_LARGE
   (void)q;
   return p->n_k > 5;
 #elif MODE == MODE_PID_OR_MISBEHAVE
@@ -130,4 +136,10 @@ ATTN_PLUGIN_EXPORT const attn_plugin *attn_plugin_init(void) { return &signal_pl
 #if MODE == MODE_REPORTS_TIME || MODE == MODE_REPORTS_BAD_TIME
 ATTN_PLUGIN_EXPORT double attn_plugin_compute_seconds(void);
 double attn_plugin_compute_seconds(void) { return MODE == MODE_REPORTS_TIME ? 0.25 : -1.0; }
+#elif MODE == MODE_TAKES_THREADS
+static int threads_given = 0;
+ATTN_PLUGIN_EXPORT void attn_plugin_set_threads(int threads);
+void attn_plugin_set_threads(int threads) { threads_given = threads; }
+ATTN_PLUGIN_EXPORT double attn_plugin_compute_seconds(void);
+double attn_plugin_compute_seconds(void) { return (double)threads_given; }
 #endif

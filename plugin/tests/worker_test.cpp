@@ -191,3 +191,18 @@ TEST_CASE("a plugin's compute time: measured around forward, or reported by the 
                                Catch::Contains("finite and >= 0"));
   CHECK_FALSE(bad->last_compute_seconds());
 }
+
+TEST_CASE("a plugin that exports attn_plugin_set_threads gets the caller's thread count before each call") {
+  auto plain = load_plugin(signal_plugin("reports_time"), options());
+  CHECK_FALSE(plain->capabilities().threads);
+  auto takes = load_plugin(signal_plugin("takes_threads"), options());
+  CHECK(takes->capabilities().threads);  // so thread_determinism checks it
+  Case c = small_case();
+  for (const int threads : {3, 1, 2}) {
+    takes->forward(c.problem, c.q, c.k, c.v, c.out, {}, threads);
+    REQUIRE(takes->last_compute_seconds());  // the plugin reports the count it was given
+    CHECK(*takes->last_compute_seconds() == threads);
+  }
+  takes->forward(c.problem, c.q, c.k, c.v, c.out, {}, 0);
+  CHECK(*takes->last_compute_seconds() == 1);  // at least 1
+}
