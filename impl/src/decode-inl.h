@@ -571,9 +571,13 @@ class DecodeWorker {
   // (docs/performance-decode.md). A member function, not a lambda: GCC 12
   // compiled the prefetches of a lambda here to nothing (no prefetch
   // instruction in the object file), and the decode path lost a third of its
-  // speed against memory.
+  // speed against memory. None for one query row: its scores and P · V keep
+  // up with two address-order streams the hardware prefetchers follow, and
+  // on Zen 4 it took 0.70-0.89x the time without them (2-4 rows: 1.0-1.3x,
+  // so they keep them; docs/performance-decode.md).
   HWY_INLINE void PrefetchKey(const float* k, const float* v, size_t key, size_t k1) const {
-    if (v_in_order_) return;  // K and V both read in address order: the hardware prefetchers follow
+    // K and V both read in address order: the hardware prefetchers follow
+    if (v_in_order_ || rows_ == 1) return;
     const size_t dk = lay_.dk, dv = lay_.dv;
     const char* vrow = reinterpret_cast<const char*>(v + key * dv);
     if (!four_keys_ || key < split_first_key_ + kPanelKeys)  // else fetched during the block before's P · V
