@@ -233,11 +233,7 @@ void fill_mask(const attn_problem* p, const Graph& gr) {
 int forward(const attn_problem* p, const float* q, const float* k, const float* v, float* out, float* /*weights*/,
             char* error, size_t error_size) {
   if (const int rc = attention_c_validate(p, q, k, v, error, error_size); rc != ATTN_OK) return rc;
-  Ggml& g = ggml();
-  if (!g.error.empty()) {
-    std::snprintf(error, error_size, "%s", g.error.c_str());
-    return ATTN_ERR_INTERNAL;
-  }
+  Ggml& g = ggml();  // loaded: attn_plugin_init refused otherwise
   if (!g_backend) g_backend = g.cpu_init();
   if (!g_backend) {
     std::snprintf(error, error_size, "ggml_backend_cpu_init failed");
