@@ -313,7 +313,8 @@ class DecodeWorker {
       if (pv_in_lanes_) ot_ = Allocate<float>(lay.dv * rowsp_);
     }
 #endif
-    o_ = Allocate<float>(rows4_ * lay.dvp);
+    pv_all_rows_ = columns_ && N == 16 && rows4_ == 16;  // 13-16 rows: 16 accumulators and a vector of V
+    o_ = Allocate<float>(row_state * lay.dvp);
     if (!columns_) s_ = Allocate<float>(rows4_ * kPanelKeys);  // BlockInLanes scores into st_
     m_ = Allocate<float>(row_state);
     l_ = Allocate<float>(row_state);
@@ -349,24 +350,18 @@ class DecodeWorker {
     const float* q = a_.q + slice_z * nq * dk;
     const float* k = a_.k + slice_z * nk * dk;
     const float* v = a_.v + slice_z * nk * dv;
-    for (size_t r = 0; r < rows4_; ++r)
-      for (size_t x = 0; x < dkp_; ++x) q_[r * dkp_ + x] = r < rows_ && x < dk ? q[r * dk + x] : 0.0f;
     for (size_t r = 0; r < std::max(rows4_, rowsp_); ++r) {
       limits_[r] = r < rows_ ? key_limit(p_, b, static_cast<int64_t>(r)) : 0;
       m_[r] = kNegInf;
       l_[r] = 0.0f;
       exact_[r] = 0;
     }
-    if (pairs_) {  // Qᵀ by pairs of x: qt_[(x / 2) · 2·rowsp + (r / 8) · 16 + (r % 8) · 2 + x % 2]
-      for (size_t x = 0; x < dk; ++x)
-        for (size_t r = 0; r < rowsp_; ++r)
-          qt_[(x / 2) * 2 * rowsp_ + (r / 8) * 16 + (r % 8) * 2 + x % 2] = r < rows_ ? q[r * dk + x] : 0.0f;
-    } else if (columns_) {  // Qᵀ, rows padded to whole vectors: qt_[x · rowsp + r]
-      for (size_t x = 0; x < dk; ++x)
-        for (size_t r = 0; r < rowsp_; ++r) qt_[x * rowsp_ + r] = r < rows_ ? q[r * dk + x] : 0.0f;
-      if (pv_in_lanes_) std::fill(ot_.get(), ot_.get() + dv * rowsp_, 0.0f);
+    if (slice != packed_slice_) {
+      PackQueries(q);
+      packed_slice_ = slice;
     }
-    std::fill(o_.get(), o_.get() + rows4_ * dvp, 0.0f);
+    if (pv_in_lanes_) std::fill(ot_.get(), ot_.get() + dv * rowsp_, 0.0f);
+    std::fill(o_.get(), o_.get() + std::max(rows4_, rowsp_) * dvp, 0.0f);
     const uint8_t* mask = nullptr;
     if (p_.mask) {
       const ExplicitMask& em = *p_.mask;
@@ -488,6 +483,24 @@ class DecodeWorker {
     return finite;
   }
 
+  // The slice's query rows (q) as each scoring method reads them: q_ padded,
+  // or Qᵀ in qt_. A worker's splits are mostly of one slice, which is then
+  // packed once.
+  void PackQueries(const float* HWY_RESTRICT q) {
+    const size_t dk = lay_.dk;
+    for (size_t r = 0; r < rows4_; ++r)
+      for (size_t x = 0; x < dkp_; ++x) q_[r * dkp_ + x] = r < rows_ && x < dk ? q[r * dk + x] : 0.0f;
+    float* HWY_RESTRICT qt = qt_.get();
+    if (pairs_) {  // Qᵀ by pairs of x: qt_[(x / 2) · 2·rowsp + (r / 8) · 16 + (r % 8) · 2 + x % 2]
+      for (size_t x = 0; x < dk; ++x)
+        for (size_t r = 0; r < rowsp_; ++r)
+          qt[(x / 2) * 2 * rowsp_ + (r / 8) * 16 + (r % 8) * 2 + x % 2] = r < rows_ ? q[r * dk + x] : 0.0f;
+    } else if (columns_) {  // Qᵀ, rows padded to whole vectors: qt_[x · rowsp + r]
+      for (size_t x = 0; x < dk; ++x)
+        for (size_t r = 0; r < rowsp_; ++r) qt[x * rowsp_ + r] = r < rows_ ? q[r * dk + x] : 0.0f;
+    }
+  }
+
   // o_[r] = alpha_[r] · o_[r] + Σ_{j<kcount} p[r][j] · v[j] for every row of
   // rows4_ (v: the block's rows of V, stride d_v), p[r][j] = p[r · p_row + j · p_key];
   // register blocks of kGroupRows rows by up to kGroupVecs vectors, the
@@ -516,6 +529,41 @@ class DecodeWorker {
           for (size_t j = 0; j < kcount; ++j) acc += p[r * p_row + j * p_key] * v[j * dv + col];
           o_[r * dvp + col] = acc;
         }
+      }
+    }
+  }
+
+  // o_[r] = alpha_[r] · o_[r] + Σ_{j<kcount} st[j][r] · v[j] for all kRows
+  // rows at once (st: Sᵀ of the block, kRows = rowsp_), one vector of columns
+  // at a time: each value of the block is loaded once, where AccumulateRows'
+  // blocks of 4 rows load it once per 4 rows, and at 16 rows the block's
+  // 32 KB of V do not stay in L1 between those passes. Each sum takes the
+  // same steps as in AccumulateRows (same bits). n_q = 16 against 16384 and
+  // 65536 keys on Zen 4: 0.98-0.99x the time on 1 thread, 0.94-0.99x on 2
+  // (docs/performance-decode.md).
+  template <size_t kRows, class Ahead>
+  HWY_INLINE void AccumulateAllRows(const float* HWY_RESTRICT st, size_t kcount, const float* HWY_RESTRICT v,
+                                    Ahead& ahead) {
+    const size_t N = hn::Lanes(d_);
+    const size_t dv = lay_.dv, dvp = lay_.dvp, dv_vecs = dv / N;
+    float* HWY_RESTRICT o = o_.get();
+    for (size_t c = 0; c < dv_vecs; ++c) {
+      VF acc[kRows];
+      for (size_t r = 0; r < kRows; ++r)
+        acc[r] = hn::Mul(hn::Load(d_, o + r * dvp + c * N), hn::Set(d_, alpha_[r]));
+      for (size_t j = 0; j < kcount; ++j) {
+        ahead.Step();
+        const VF vv = hn::LoadU(d_, v + j * dv + c * N);
+        HWY_UNROLL(16)
+        for (size_t r = 0; r < kRows; ++r) acc[r] = hn::MulAdd(hn::Set(d_, st[j * kRows + r]), vv, acc[r]);
+      }
+      for (size_t r = 0; r < kRows; ++r) hn::Store(acc[r], d_, o + r * dvp + c * N);
+    }
+    for (size_t r = 0; r < kRows; ++r) {  // columns past the last whole vector
+      for (size_t col = dv_vecs * N; col < dv; ++col) {
+        float acc = o_[r * dvp + col] * alpha_[r];
+        for (size_t j = 0; j < kcount; ++j) acc += st[j * kRows + r] * v[j * dv + col];
+        o_[r * dvp + col] = acc;
       }
     }
   }
@@ -668,8 +716,9 @@ class DecodeWorker {
     // 0.98-0.99x; docs/performance-decode.md).
     const float* vblock = v + j0 * dv;
     Prefetcher ahead = AfterThisBlock(v, j0, k1);
-    ahead.Spread(pv_in_lanes_ ? kcount * hwy::DivCeil(vecs, 2) * hwy::DivCeil(dv, kColumnBlock)
-                              : kcount * (rows4_ / kGroupRows) * hwy::DivCeil(dv / N, kGroupVecs));
+    ahead.Spread(pv_in_lanes_   ? kcount * hwy::DivCeil(vecs, 2) * hwy::DivCeil(dv, kColumnBlock)
+                 : pv_all_rows_ ? kcount * (dv / N)
+                                : kcount * (rows4_ / kGroupRows) * hwy::DivCeil(dv / N, kGroupVecs));
     if (pv_in_lanes_) {
       for (size_t v0 = 0; v0 < vecs; v0 += 2) {
         if (vecs - v0 >= 2)
@@ -677,6 +726,8 @@ class DecodeWorker {
         else
           AccumulateInLanes<1>(vblock, kcount, v0 * N, ahead);
       }
+    } else if (pv_all_rows_) {
+      AccumulateAllRows<16>(st, kcount, vblock, ahead);
     } else {
       AccumulateRows(st, 1, rowsp_, kcount, vblock, ahead);  // P[r][j] = st[j][r]
     }
@@ -1011,9 +1062,11 @@ class DecodeWorker {
   // columns_ with one vector of 16 rows and d_k = 64 or 128 on AVX-512: ScorePairs.
   bool pairs_ = false;
   bool half_tail_ = false;  // columns_: the last vector of rows is scored with half-width vectors
+  bool pv_all_rows_ = false;  // columns_ with one vector of 16 rows: P · V by AccumulateAllRows
   bool pv_in_lanes_ = false;  // columns_: P · V on Oᵀ (AccumulateInLanes), not by rows
   bool v_in_order_ = false;  // one row of more than 8 vectors: AccumulateOneRowInOrder, no software prefetch
   size_t split_first_key_ = 0;  // the split being computed starts at this key
+  int64_t packed_slice_ = -1;  // the slice whose query rows q_ and qt_ hold
   const float* next_k_ = nullptr;  // ExpectNext: the first keys and values of the next split
   const float* next_v_ = nullptr;
   size_t next_keys_ = 0;
