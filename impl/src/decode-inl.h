@@ -539,8 +539,8 @@ class DecodeWorker {
   // blocks of 4 rows load it once per 4 rows, and at 16 rows the block's
   // 32 KB of V do not stay in L1 between those passes. Each sum takes the
   // same steps as in AccumulateRows (same bits). n_q = 16 against 16384 and
-  // 65536 keys on Zen 4: 0.98-0.99x the time on 1 thread, 0.94-0.99x on 2
-  // (docs/performance-decode.md).
+  // 65536 keys on Zen 4, medians of three runs: 0.977-0.985x the time on 1
+  // thread, 0.976-0.985x on 2 (docs/performance-decode.md).
   template <size_t kRows, class Ahead>
   HWY_INLINE void AccumulateAllRows(const float* HWY_RESTRICT st, size_t kcount, const float* HWY_RESTRICT v,
                                     Ahead& ahead) {
@@ -1062,7 +1062,7 @@ class DecodeWorker {
   // columns_ with one vector of 16 rows and d_k = 64 or 128 on AVX-512: ScorePairs.
   bool pairs_ = false;
   bool half_tail_ = false;  // columns_: the last vector of rows is scored with half-width vectors
-  bool pv_all_rows_ = false;  // columns_ with one vector of 16 rows: P · V by AccumulateAllRows
+  bool pv_all_rows_ = false;  // columns_ with 13-16 rows on AVX-512: P · V by AccumulateAllRows
   bool pv_in_lanes_ = false;  // columns_: P · V on Oᵀ (AccumulateInLanes), not by rows
   bool v_in_order_ = false;  // one row of more than 8 vectors: AccumulateOneRowInOrder, no software prefetch
   size_t split_first_key_ = 0;  // the split being computed starts at this key
