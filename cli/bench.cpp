@@ -70,7 +70,9 @@ void add_bench_command(CLI::App& app) {
       "bench", "Benchmark the fused attention against its peers (Google Benchmark)");
   cmd->add_option("--impl", args->impls,
                   fmt::format("Implementation to run, repeatable: fused, naive-eigen, naive-openblas, "
-                              "reference-double (n <= 512 only), or any verify --impl name such as "
+                              "reference-double (n <= 512 only), read-floor (no attention: reads the bytes the "
+                              "call must move, once, with its threads: the memory floor of the shape, measured "
+                              "in the same run), or any verify --impl name such as "
                               "plugin:PATH and exec:SPEC (their own compute time is recorded when they "
                               "report it), or fused:METHOD (fused with one decode scoring method forced "
                               "on the decode path: n_q <= {}, or <= {} against n_k >= {}; see verify "

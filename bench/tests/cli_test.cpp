@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -234,4 +235,32 @@ TEST_CASE("attncheck bench measures a plugin, keeping the slashes of its path in
   CHECK(names.count("plugin:" + plugin + "/n:16/d:8/mask:none/threads:1") == 1);
   CHECK(names.count("plugin:" + plugin + "/n:32/d:8/mask:none/threads:1") == 1);
   CHECK(names.count("plugin:" + plugin + "/d:8/mask:none/threads:1_BigO") == 1);
+}
+
+TEST_CASE("attncheck bench times the read floor beside fused: bytes and GB/s, no flops", "[cli]") {
+  const fs::path json_path = scratch_dir() / "floor.json";
+  fs::remove(json_path);
+  const Outcome outcome = run_cli("--impl fused --impl read-floor --n-q 1 --n-k 2048 --d 32 --heads 2 "
+                                  "--threads 1,2 --repetitions 1 --min-time 0.01 --json " + json_path.string());
+  INFO(outcome.err);
+  REQUIRE(outcome.status == 0);
+  std::ifstream in(json_path);
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  std::map<std::string, nlohmann::json> runs;
+  for (const auto& b : doc.at("benchmarks"))
+    if (b.value("run_type", "") == "iteration") runs[b.at("name").get<std::string>()] = b;
+  for (const std::string threads : {"1", "2"}) {
+    const auto fused = runs.find("fused/n_q:1/n_k:2048/d:32/mask:none/threads:" + threads);
+    const auto floor = runs.find("read-floor/n_q:1/n_k:2048/d:32/mask:none/threads:" + threads);
+    REQUIRE(fused != runs.end());
+    REQUIRE(floor != runs.end());
+    // The same bytes counted for both; the floor computes no attention, so it has no flops.
+    CHECK(floor->second.at("bytes").get<double>() / floor->second.at("real_time").get<double>() ==
+          Approx(floor->second.at("gbytes_per_s").get<double>() * 1e9 /
+                 floor->second.at("real_time").get<double>()));
+    CHECK(floor->second.at("gbytes_per_s").get<double>() > 0.0);
+    CHECK(fused->second.contains("gflops"));
+    CHECK_FALSE(floor->second.contains("gflops"));
+    CHECK_FALSE(floor->second.contains("peak_fraction"));
+  }
 }

@@ -2,6 +2,7 @@
 // kind and shape, and their rejection of bad input.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -205,4 +206,77 @@ TEST_CASE("every peer rejects bad input naming it, and writes nothing", "[peers]
       CHECK(std::all_of(out.begin(), out.end(), [](float x) { return x == 12345.0f; }));
     }
   }
+}
+
+// The floor's sum in double over the bytes moved_bytes() counts: Q, and each
+// slice's K and V rows below the last key its batch element's rows may read.
+double expected_floor_sum(const Problem& p, const Inputs& in) {
+  const Shape& s = p.shape;
+  double total = 0.0;
+  for (float x : in.q) total += x;
+  for (int64_t b = 0; b < s.batch; ++b) {
+    int64_t last = 0;
+    for (int64_t i = 0; i < s.n_q; ++i) last = std::max(last, key_limit(p, b, i));
+    for (int64_t h = 0; h < s.heads; ++h) {
+      const int64_t slice = b * s.heads + h;
+      for (int64_t j = 0; j < last * s.d_k; ++j) total += in.k[static_cast<size_t>(slice * s.n_k * s.d_k + j)];
+      for (int64_t j = 0; j < last * s.d_v; ++j) total += in.v[static_cast<size_t>(slice * s.n_k * s.d_v + j)];
+    }
+  }
+  return total;
+}
+
+TEST_CASE("the read floor reads every counted byte once, and none past the last readable key", "[peers]") {
+  struct Case {
+    std::string name;
+    Problem problem;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"decode, 3 heads", shaped(1, 3, 1, 1000, 64, 48)});
+  cases.push_back({"odd sizes", shaped(2, 2, 5, 77, 13, 7)});
+  Problem causal = shaped(1, 2, 4, 300, 16, 16);
+  causal.causal = Causal::top_left;  // rows read keys 0..3 only
+  cases.push_back({"causal top-left", causal});
+  Problem lengths = shaped(2, 2, 3, 200, 8, 8);
+  lengths.key_lengths = {150, 20};
+  cases.push_back({"key lengths", lengths});
+  for (const auto& c : cases) {
+    for (int threads : {1, 2, 3, 7}) {
+      INFO(c.name << ", threads " << threads);
+      const Problem& p = c.problem;
+      Inputs in = random_inputs(p.shape, 21);
+      // Keys past the last readable one hold values that would show in the sum if read.
+      for (int64_t b = 0; b < p.shape.batch; ++b) {
+        int64_t last = 0;
+        for (int64_t i = 0; i < p.shape.n_q; ++i) last = std::max(last, key_limit(p, b, i));
+        for (int64_t h = 0; h < p.shape.heads; ++h) {
+          const int64_t slice = b * p.shape.heads + h;
+          for (int64_t j = last * p.shape.d_k; j < p.shape.n_k * p.shape.d_k; ++j)
+            in.k[static_cast<size_t>(slice * p.shape.n_k * p.shape.d_k + j)] = 1e6f;
+          for (int64_t j = last * p.shape.d_v; j < p.shape.n_k * p.shape.d_v; ++j)
+            in.v[static_cast<size_t>(slice * p.shape.n_k * p.shape.d_v + j)] = 1e6f;
+        }
+      }
+      std::vector<float> out(static_cast<size_t>(p.shape.out_size()), 12345.0f);
+      read_floor(p, in.q.data(), in.k.data(), in.v.data(), out.data(), threads);
+      CHECK(out[0] == Approx(expected_floor_sum(p, in)).margin(1e-3));
+      CHECK(std::all_of(out.begin() + 1, out.end(), [](float x) { return x == 0.0f; }));
+    }
+  }
+}
+
+TEST_CASE("the read floor rejects bad options and null tensors, naming them, and writes nothing", "[peers]") {
+  Problem p = shaped(1, 1, 4, 6, 3, 3);
+  Inputs in = random_inputs(p.shape, 11);
+  std::vector<float> out(static_cast<size_t>(p.shape.out_size()), 12345.0f);
+  Problem cold = p;
+  cold.temperature = 0.0;
+  CHECK_THROWS_WITH(read_floor(cold, in.q.data(), in.k.data(), in.v.data(), out.data()), Catch::Contains("temperature"));
+  Problem long_keys = p;
+  long_keys.key_lengths = {99};
+  CHECK_THROWS_WITH(read_floor(long_keys, in.q.data(), in.k.data(), in.v.data(), out.data()),
+                    Catch::Contains("key_lengths"));
+  CHECK_THROWS_WITH(read_floor(p, in.q.data(), nullptr, in.v.data(), out.data()), Catch::Contains("K: null"));
+  CHECK_THROWS_AS(read_floor(p, in.q.data(), in.k.data(), in.v.data(), nullptr), InvalidInput);
+  CHECK(std::all_of(out.begin(), out.end(), [](float x) { return x == 12345.0f; }));
 }

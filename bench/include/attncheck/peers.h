@@ -34,4 +34,16 @@ void naive_openblas_attention(const Problem& problem, const float* q, const floa
 void reference_double_attention(const Problem& problem, const float* q, const float* k,
                                 const float* v, float* out);
 
+/// Not attention: the memory floor of a call of this problem, benchmarked
+/// beside the implementations (`bench --impl read-floor`) so that a shape bound
+/// by memory is judged against a read measured in the same run, under the same
+/// load, rather than only against the bandwidth probe. Reads exactly the bytes
+/// moved_bytes() counts (Q, and each slice's K and V up to the last key any
+/// query row of its batch element may read) once, `threads` threads each
+/// summing a contiguous share in address order; writes out[0] = that sum (in
+/// double, rounded to float) and zeros elsewhere, so O is written once too.
+/// Checks the problem's sizes and options (validate_problem), not the values.
+void read_floor(const Problem& problem, const float* q, const float* k, const float* v, float* out,
+                int threads = 1);
+
 }  // namespace attncheck
