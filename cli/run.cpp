@@ -240,11 +240,13 @@ void run_main_job(const RunArgs& args) {
 
   // Decode and cross shapes (a few to a few hundred query rows against a long
   // KV cache, 8 heads, d = 128): the fewest rows are memory-bound, judged by
-  // bytes moved against the measured read bandwidth, the most bound by the FMA
+  // bytes moved against the measured read bandwidth and against read-floor (a
+  // read of the same bytes timed in the same run), the most bound by the FMA
   // peak. Their own file; the report charts each point against the roof that binds it.
   fmt::print("\n-- decode shapes --\n");
   BenchOptions decode = bench;
-  decode.impls = args.quick ? std::vector<std::string>{"fused"} : std::vector<std::string>{"fused", "naive-openblas"};
+  decode.impls = args.quick ? std::vector<std::string>{"fused", "read-floor"}
+                            : std::vector<std::string>{"fused", "read-floor", "naive-openblas"};
   decode.impls.insert(decode.impls.end(), args.impls.begin(), args.impls.end());
   decode.masks = {"none"};
   decode.n.clear();

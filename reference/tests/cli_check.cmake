@@ -63,6 +63,8 @@ elseif(SCRIPT STREQUAL "run")
   expect("${md}" "## Tightness and power of the tolerance model")
   expect("${md}" "power JSON: [^ ]*data/power\\.json")
   expect("${md}" "### Error vs n\n\n\\| n \\| n_q × n_k \\| input \\| mask \\|")
+  # The decode shapes carry their memory floor, timed in the same run.
+  expect("${md}" "\\| read-floor \\| 1 \\| 4096 \\| 128 \\| none \\| 1 \\| [0-9.]+ ms \\| [0-9.]+ \\|")
   foreach(chart tightness-vs-n power-vs-n error-fused-0)
     if(NOT EXISTS "${report}/charts/${chart}.svg")
       message(FATAL_ERROR "run --quick drew no charts/${chart}.svg")
