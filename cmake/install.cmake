@@ -10,7 +10,7 @@ include(CMakePackageConfigHelpers)
 # carry their private dependencies to the consumer's link line.
 set(attncheck_export_names
   attncheck_core:core attncheck_reference:reference attncheck_impl:impl
-  attncheck_peers:peers attncheck_openblas:openblas attncheck_properties:properties
+  attncheck_peers:peers attncheck_peak:peak attncheck_openblas:openblas attncheck_properties:properties
   attncheck_plugin:plugin attncheck_plugin_abi:plugin_abi attncheck_warnings:warnings)
 set(attncheck_exported_targets)
 foreach(pair IN LISTS attncheck_export_names)

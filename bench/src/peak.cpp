@@ -47,26 +47,30 @@ int64_t FlopsPerIteration() { return 12 * 2 * static_cast<int64_t>(hn::Lanes(hn:
 
 const char* ProbeTarget() { return hwy::TargetName(HWY_TARGET); }
 
-// Sums count floats (count a multiple of 8 vectors) with eight independent
-// chains, so the loop is bound by the loads, not by the adds' latency.
-float SumStream(const float* HWY_RESTRICT x, size_t count) {
+// Sums count floats with eight independent chains, so the loop is bound by
+// the loads, not by the adds' latency; the floats past the last whole eight
+// vectors one by one. The bandwidth probe and the read floor (read_floor.cpp)
+// both read with it.
+double SumStream(const float* HWY_RESTRICT x, size_t count) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
   auto s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
   auto s4 = hn::Zero(d), s5 = hn::Zero(d), s6 = hn::Zero(d), s7 = hn::Zero(d);
-  for (size_t i = 0; i + 8 * N <= count; i += 8 * N) {
-    s0 = hn::Add(s0, hn::Load(d, x + i));
-    s1 = hn::Add(s1, hn::Load(d, x + i + N));
-    s2 = hn::Add(s2, hn::Load(d, x + i + 2 * N));
-    s3 = hn::Add(s3, hn::Load(d, x + i + 3 * N));
-    s4 = hn::Add(s4, hn::Load(d, x + i + 4 * N));
-    s5 = hn::Add(s5, hn::Load(d, x + i + 5 * N));
-    s6 = hn::Add(s6, hn::Load(d, x + i + 6 * N));
-    s7 = hn::Add(s7, hn::Load(d, x + i + 7 * N));
+  size_t i = 0;
+  for (; i + 8 * N <= count; i += 8 * N) {
+    s0 = hn::Add(s0, hn::LoadU(d, x + i));
+    s1 = hn::Add(s1, hn::LoadU(d, x + i + N));
+    s2 = hn::Add(s2, hn::LoadU(d, x + i + 2 * N));
+    s3 = hn::Add(s3, hn::LoadU(d, x + i + 3 * N));
+    s4 = hn::Add(s4, hn::LoadU(d, x + i + 4 * N));
+    s5 = hn::Add(s5, hn::LoadU(d, x + i + 5 * N));
+    s6 = hn::Add(s6, hn::LoadU(d, x + i + 6 * N));
+    s7 = hn::Add(s7, hn::LoadU(d, x + i + 7 * N));
   }
-  const auto sum = hn::Add(hn::Add(hn::Add(s0, s1), hn::Add(s2, s3)),
-                           hn::Add(hn::Add(s4, s5), hn::Add(s6, s7)));
-  return hn::GetLane(hn::SumOfLanes(d, sum));
+  const auto sum = hn::Add(hn::Add(hn::Add(s0, s1), hn::Add(s2, s3)), hn::Add(hn::Add(s4, s5), hn::Add(s6, s7)));
+  double total = hn::GetLane(hn::SumOfLanes(d, sum));
+  for (; i < count; ++i) total += x[i];
+  return total;
 }
 
 }  // namespace attncheck::HWY_NAMESPACE
@@ -190,14 +194,14 @@ std::vector<double> measure_read_bandwidth_gbps(const std::vector<int>& thread_c
         workers.emplace_back([&, t] {
           ready.fetch_add(1);
           while (!go.load()) std::this_thread::yield();
-          probe_sink.store(HWY_DYNAMIC_DISPATCH(SumStream)(buffer.get() + static_cast<size_t>(t) * share, share),
+          probe_sink.store(static_cast<float>(sum_floats(buffer.get() + static_cast<size_t>(t) * share, share)),
                            std::memory_order_relaxed);
         });
       }
       while (ready.load() < threads - 1) std::this_thread::yield();
       const auto start = std::chrono::steady_clock::now();
       go.store(true);
-      probe_sink.store(HWY_DYNAMIC_DISPATCH(SumStream)(buffer.get(), share), std::memory_order_relaxed);
+      probe_sink.store(static_cast<float>(sum_floats(buffer.get(), share)), std::memory_order_relaxed);
       for (auto& w : workers) w.join();
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       best = std::max(best, static_cast<double>(share * sizeof(float)) * threads / seconds * 1e-9);
@@ -206,6 +210,8 @@ std::vector<double> measure_read_bandwidth_gbps(const std::vector<int>& thread_c
   }
   return results;
 }
+
+double sum_floats(const float* x, size_t count) { return HWY_DYNAMIC_DISPATCH(SumStream)(x, count); }
 
 double measure_read_bandwidth_gbps(int threads) { return measure_read_bandwidth_gbps(std::vector<int>{threads}).front(); }
 

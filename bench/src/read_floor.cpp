@@ -1,54 +1,15 @@
 // The memory floor of one call (read_floor in peers.h): the bytes moved_bytes()
-// counts, read once with the call's threads and summed, nothing else. Its sum
-// is compiled once per SIMD target (Highway foreach_target) and dispatched at
-// run time, like the bandwidth probe.
-#undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "src/read_floor.cpp"
-#include <hwy/foreach_target.h>  // IWYU pragma: keep
-#include <hwy/highway.h>
-
-HWY_BEFORE_NAMESPACE();
-namespace attncheck::HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
-
-// Σ x[0 .. count) with eight independent vector accumulators (as the
-// bandwidth probe's loop), unaligned loads, the rest one by one.
-double SumFloats(const float* HWY_RESTRICT x, size_t count) {
-  const hn::ScalableTag<float> d;
-  const size_t N = hn::Lanes(d);
-  auto s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
-  auto s4 = hn::Zero(d), s5 = hn::Zero(d), s6 = hn::Zero(d), s7 = hn::Zero(d);
-  size_t i = 0;
-  for (; i + 8 * N <= count; i += 8 * N) {
-    s0 = hn::Add(s0, hn::LoadU(d, x + i));
-    s1 = hn::Add(s1, hn::LoadU(d, x + i + N));
-    s2 = hn::Add(s2, hn::LoadU(d, x + i + 2 * N));
-    s3 = hn::Add(s3, hn::LoadU(d, x + i + 3 * N));
-    s4 = hn::Add(s4, hn::LoadU(d, x + i + 4 * N));
-    s5 = hn::Add(s5, hn::LoadU(d, x + i + 5 * N));
-    s6 = hn::Add(s6, hn::LoadU(d, x + i + 6 * N));
-    s7 = hn::Add(s7, hn::LoadU(d, x + i + 7 * N));
-  }
-  const auto sum = hn::Add(hn::Add(hn::Add(s0, s1), hn::Add(s2, s3)), hn::Add(hn::Add(s4, s5), hn::Add(s6, s7)));
-  double total = hn::GetLane(hn::SumOfLanes(d, sum));
-  for (; i < count; ++i) total += x[i];
-  return total;
-}
-
-}  // namespace attncheck::HWY_NAMESPACE
-HWY_AFTER_NAMESPACE();
-
-#if HWY_ONCE
+// counts, read once with the call's threads and summed with the bandwidth
+// probe's loop (sum_floats), nothing else.
 #include <algorithm>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "attncheck/peak.h"
 #include "attncheck/peers.h"
 
 namespace attncheck {
-HWY_EXPORT(SumFloats);
-
 namespace {
 
 struct Range {
@@ -83,7 +44,7 @@ double sum_part(const std::vector<Range>& ranges, size_t first, size_t count) {
       continue;
     }
     const size_t n = std::min(count, r.count - first);
-    total += HWY_DYNAMIC_DISPATCH(SumFloats)(r.begin + first, n);
+    total += sum_floats(r.begin + first, n);
     count -= n;
     first = 0;
   }
@@ -120,4 +81,3 @@ void read_floor(const Problem& problem, const float* q, const float* k, const fl
 }
 
 }  // namespace attncheck
-#endif  // HWY_ONCE

@@ -35,4 +35,8 @@ std::vector<double> measure_read_bandwidth_gbps(const std::vector<int>& thread_c
 /// ATTNCHECK_BANDWIDTH_MIB mebibytes (64 .. 65536) from the environment.
 size_t read_bandwidth_buffer_bytes();
 
+/// Σ x[0 .. count) with the bandwidth probe's loop (eight vector chains,
+/// run-time dispatch): any pointer and count.
+double sum_floats(const float* x, size_t count);
+
 }  // namespace attncheck
