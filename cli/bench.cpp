@@ -26,6 +26,7 @@ struct BenchArguments {
   std::string threads = "1";
   std::string repetitions = "3";
   std::string min_time = "0.5";
+  std::string tensor_offset = "0";
   std::string json;
   bool interleave = false;
   std::string max_bytes = kDefaultMaxBytes;
@@ -36,6 +37,20 @@ int64_t parse_positive(const std::string& text, const std::string& option) {
   if (list.size() != 1)
     throw InvalidInput(fmt::format("option {}: '{}' must be one positive integer", option, text));
   return list.front();
+}
+
+// A whole number of bytes for --tensor-offset (its range is checked with the other options).
+int64_t parse_offset(const std::string& text) {
+  size_t used = 0;
+  long long value = -1;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size())
+    throw InvalidInput(fmt::format("option --tensor-offset: '{}' is not a whole number of bytes", text));
+  return value;
 }
 
 double parse_seconds(const std::string& text, const std::string& option) {
@@ -97,6 +112,10 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--min-time", args->min_time, "Minimum seconds per repetition")
       ->capture_default_str();
+  cmd->add_option("--tensor-offset", args->tensor_offset,
+                  "Bytes past a 64-byte boundary at which Q, K, V and the output start: 0 as framework "
+                  "allocators place tensors, 16 as a large malloc'd buffer starts (a multiple of 4 below 64)")
+      ->capture_default_str();
   cmd->add_option("--json", args->json, "Write Google Benchmark's JSON to this file");
   cmd->add_flag("--interleave", args->interleave,
                 "Run all repetitions in random interleaved order (fairer on a shared machine)");
@@ -116,6 +135,7 @@ void add_bench_command(CLI::App& app) {
     options.threads = parse_positive_list(args->threads, "--threads");
     options.repetitions = parse_positive(args->repetitions, "--repetitions");
     options.min_time = parse_seconds(args->min_time, "--min-time");
+    options.tensor_offset = parse_offset(args->tensor_offset);
     options.json_path = args->json;
     options.interleave = args->interleave;
     const int64_t max_bytes = parse_byte_count(args->max_bytes);  // peers hold an n×n float score matrix

@@ -179,6 +179,7 @@ void add_context(const BenchOptions& options, const Limits& limits) {
   benchmark::AddCustomContext("read_bandwidth_buffer_bytes", std::to_string(read_bandwidth_buffer_bytes()));
   benchmark::AddCustomContext("batch", std::to_string(options.batch));
   benchmark::AddCustomContext("heads", std::to_string(options.heads));
+  benchmark::AddCustomContext("tensor_offset_bytes", std::to_string(options.tensor_offset));
   benchmark::AddCustomContext("peak_fma_gflops", fmt::format("{:.2f}", peak_gflops));
   benchmark::AddCustomContext("peak_probe_target", peak_probe_target());
   benchmark::AddCustomContext("simd_target", active_target());
@@ -209,18 +210,19 @@ void register_family(const BenchImplementation& impl, const BenchOptions& option
         std::mt19937 rng(20240601);
         std::normal_distribution<float> normal(0.0f, 1.0f);
         auto tensor = [&](int64_t size) {
-          std::vector<float> t(static_cast<size_t>(size));
-          for (float& x : t) x = normal(rng);
+          BenchTensor t(size, options.tensor_offset);
+          std::generate(t.data(), t.data() + size, [&] { return normal(rng); });
           return t;
         };
-        const std::vector<float> q = tensor(s.q_size()), k = tensor(s.k_size()),
-                                 v = tensor(s.v_size());
-        std::vector<float> out(static_cast<size_t>(s.out_size()));
+        const BenchTensor q_tensor = tensor(s.q_size()), k_tensor = tensor(s.k_size()), v_tensor = tensor(s.v_size());
+        BenchTensor out_tensor(s.out_size(), options.tensor_offset);
+        const float *q = q_tensor.data(), *k = k_tensor.data(), *v = v_tensor.data();
+        float* out = out_tensor.data();
         // One untimed call first: it warms caches and scratch memory, and a
         // failure (bad input, out of memory) is reported before the timing
         // loop starts; Google Benchmark crashes if an exception leaves the loop.
         try {
-          impl.run(problem, q.data(), k.data(), v.data(), out.data(), static_cast<int>(threads));
+          impl.run(problem, q, k, v, out, static_cast<int>(threads));
         } catch (const std::bad_alloc&) {
           state.SkipWithError("out of memory");
           return;
@@ -232,12 +234,12 @@ void register_family(const BenchImplementation& impl, const BenchOptions& option
         double compute_total = 0.0;
         int64_t compute_calls = 0;
         for (auto _ : state) {
-          const auto compute = impl.run(problem, q.data(), k.data(), v.data(), out.data(), static_cast<int>(threads));
+          const auto compute = impl.run(problem, q, k, v, out, static_cast<int>(threads));
           if (compute) {
             compute_total += *compute;
             ++compute_calls;
           }
-          benchmark::DoNotOptimize(out.data());
+          benchmark::DoNotOptimize(out);
           benchmark::ClobberMemory();
         }
         state.SetComplexityN(n);
@@ -402,6 +404,9 @@ void check_bench_options(const BenchOptions& o) {
   if (o.heads <= 0) fail(fmt::format("option --heads: {} is not a positive integer", o.heads));
   if (o.repetitions <= 0)
     fail(fmt::format("option --repetitions: {} is not a positive integer", o.repetitions));
+  if (o.tensor_offset < 0 || o.tensor_offset >= 64 || o.tensor_offset % 4 != 0)
+    fail(fmt::format("option --tensor-offset: {} is not a multiple of 4 from 0 to 60 (bytes past a 64-byte boundary)",
+                     o.tensor_offset));
   if (!(std::isfinite(o.min_time) && o.min_time > 0))
     fail(fmt::format("option --min-time: {} is not a positive number of seconds", o.min_time));
   for (int64_t d : o.d) {
@@ -424,6 +429,13 @@ void check_bench_options(const BenchOptions& o) {
     if (fs::exists(path, ec) && ::access(path.c_str(), W_OK) != 0)
       fail(fmt::format("option --json: '{}' is not writable", o.json_path));
   }
+}
+
+BenchTensor::BenchTensor(int64_t size, int64_t offset_bytes)
+    : raw_(std::make_unique<float[]>(static_cast<size_t>(size) + (64 + static_cast<size_t>(offset_bytes)) / sizeof(float))) {
+  const auto address = reinterpret_cast<uintptr_t>(raw_.get());
+  const size_t to_boundary = (64 - address % 64) % 64;  // new float[] is aligned to at least 4 bytes
+  data_ = raw_.get() + (to_boundary + static_cast<size_t>(offset_bytes)) / sizeof(float);
 }
 
 std::string bench_name(const std::string& impl, int64_t n, int64_t d, const std::string& mask,

@@ -197,6 +197,10 @@ TEST_CASE("attncheck bench rejects bad options naming the option, exit 2, nothin
       {"--impl fused --n-k 1024", "--n-q"},
       {"--impl fused --n-q 1,0 --n-k 1024", "--n-q"},
       {"--impl fused --n-q 1 --n-k x", "--n-k"},
+      {"--impl fused --tensor-offset 17", "--tensor-offset"},
+      {"--impl fused --tensor-offset 64", "--tensor-offset"},
+      {"--impl fused --tensor-offset -4", "--tensor-offset"},
+      {"--impl fused --tensor-offset 16B", "--tensor-offset"},
   };
   for (const auto& [args, option] : bad) {
     INFO(args);

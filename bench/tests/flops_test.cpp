@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cstdint>
+
 #include "attncheck/bench.h"
 
 using attncheck::Causal;
@@ -80,6 +83,13 @@ TEST_CASE("bench options are checked before anything runs", "[options]") {
   CHECK_THROWS_WITH(attncheck::check_bench_options(o), Catch::Contains("--json"));
   o.json_path.assign(1, '/');  // a directory (assign: GCC 12 -Wrestrict false positive on = "/")
   CHECK_THROWS_WITH(attncheck::check_bench_options(o), Catch::Contains("--json"));
+  o.json_path.clear();
+  for (const int64_t offset : {-4, 2, 64}) {
+    o.tensor_offset = offset;
+    CHECK_THROWS_WITH(attncheck::check_bench_options(o), Catch::Contains("--tensor-offset"));
+  }
+  o.tensor_offset = 60;
+  CHECK_NOTHROW(attncheck::check_bench_options(o));
 }
 
 TEST_CASE("bytes moved are Q and O once plus K and V once up to the last key read", "[bytes]") {
@@ -118,4 +128,16 @@ TEST_CASE("cross shapes: n_q × n_k, causal bottom-right aligned, both lists or 
   CHECK_NOTHROW(attncheck::check_bench_options(o));
   o.n_q.clear();
   CHECK_THROWS_WITH(attncheck::check_bench_options(o), Catch::Contains("--n-q"));
+}
+
+TEST_CASE("benchmark tensors start the asked number of bytes past a 64-byte boundary, zeroed", "[tensors]") {
+  for (const int64_t offset : {0, 4, 16, 60}) {
+    for (const int64_t size : {1, 17, 4096}) {
+      INFO("offset " << offset << ", size " << size);
+      attncheck::BenchTensor t(size, offset);
+      CHECK(reinterpret_cast<uintptr_t>(t.data()) % 64 == static_cast<uintptr_t>(offset));
+      CHECK(std::all_of(t.data(), t.data() + size, [](float x) { return x == 0.0f; }));
+      t.data()[size - 1] = 1.0f;  // the last element is inside the allocation (ASan checks it)
+    }
+  }
 }

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -64,6 +65,12 @@ struct BenchOptions {
   int64_t heads = 1;
   std::vector<int64_t> threads{1};
   int64_t repetitions = 3;
+  /// Bytes past a 64-byte boundary at which Q, K, V and the output start (a
+  /// multiple of 4 below 64). 0, as framework allocators (PyTorch, ONNX
+  /// Runtime) place tensors; 16 is where a large malloc'd buffer starts with
+  /// glibc, and every 64-byte vector load of such a stream then spans two
+  /// cache lines.
+  int64_t tensor_offset = 0;
   double min_time = 0.5;   ///< seconds per benchmark (and repetition)
   std::string json_path;   ///< empty: no JSON file
   /// Runs the repetitions of all benchmarks in random interleaved order, so
@@ -74,6 +81,20 @@ struct BenchOptions {
   /// When set, called as each benchmark finishes instead of printing that line
   /// (with or without `progress`): (finished, total, the finished one's name).
   std::function<void(size_t, size_t, const std::string&)> on_progress;
+};
+
+/// The memory of one benchmark tensor: `size` floats, zero, starting
+/// `offset_bytes` (BenchOptions::tensor_offset, a multiple of 4 below 64) past
+/// a 64-byte boundary.
+class BenchTensor {
+ public:
+  BenchTensor(int64_t size, int64_t offset_bytes);
+  float* data() { return data_; }
+  const float* data() const { return data_; }
+
+ private:
+  std::unique_ptr<float[]> raw_;
+  float* data_ = nullptr;
 };
 
 /// Parses a comma-separated list of positive integers ("64,128"); throws
