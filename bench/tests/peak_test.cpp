@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
+#include <vector>
 
 #include "attncheck/peak.h"
 
@@ -24,4 +25,21 @@ TEST_CASE("the read bandwidth probe streams a buffer beyond the last-level cache
   CHECK(std::isfinite(gbps));
   CHECK(gbps > 0.0);
   CHECK(gbps < 10000.0);  // 10 TB/s: not a memory read, so the loop was optimised away
+}
+
+TEST_CASE("the probe's sum adds every float exactly once from any start and count", "[peak]") {
+  // Small integers: every partial sum is exact, so any float missed or added
+  // twice (in the part before the first vector boundary, the vectors or the
+  // rest) changes the total.
+  std::vector<float> x(600);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7 + 1);
+  for (size_t start = 0; start < 20; ++start) {
+    for (size_t count : {size_t{0}, size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{127}, size_t{128},
+                         size_t{129}, size_t{300}, size_t{579}}) {
+      INFO("start " << start << ", count " << count);
+      double expected = 0.0;
+      for (size_t i = start; i < start + count; ++i) expected += x[i];
+      CHECK(attncheck::sum_floats(x.data() + start, count) == expected);
+    }
+  }
 }
