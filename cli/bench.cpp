@@ -9,6 +9,7 @@
 #include "attncheck/bench.h"
 #include "budget.h"
 #include "commands.h"
+#include "parse_number.h"
 
 namespace attncheck::cli {
 namespace {
@@ -37,20 +38,6 @@ int64_t parse_positive(const std::string& text, const std::string& option) {
   if (list.size() != 1)
     throw InvalidInput(fmt::format("option {}: '{}' must be one positive integer", option, text));
   return list.front();
-}
-
-// A whole number of bytes for --tensor-offset (its range is checked with the other options).
-int64_t parse_offset(const std::string& text) {
-  size_t used = 0;
-  long long value = -1;
-  try {
-    value = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size())
-    throw InvalidInput(fmt::format("option --tensor-offset: '{}' is not a whole number of bytes", text));
-  return value;
 }
 
 double parse_seconds(const std::string& text, const std::string& option) {
@@ -135,7 +122,7 @@ void add_bench_command(CLI::App& app) {
     options.threads = parse_positive_list(args->threads, "--threads");
     options.repetitions = parse_positive(args->repetitions, "--repetitions");
     options.min_time = parse_seconds(args->min_time, "--min-time");
-    options.tensor_offset = parse_offset(args->tensor_offset);
+    options.tensor_offset = parse_number<int64_t>(args->tensor_offset, "--tensor-offset");
     options.json_path = args->json;
     options.interleave = args->interleave;
     const int64_t max_bytes = parse_byte_count(args->max_bytes);  // peers hold an n×n float score matrix

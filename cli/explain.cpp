@@ -1,7 +1,6 @@
 // attncheck explain: the nine tables of one slice of a case, from the reference.
 #include <fmt/format.h>
 
-#include <charconv>
 #include <cmath>
 #include <string>
 
@@ -13,6 +12,7 @@
 #include "attncheck/verify.h"
 #include "budget.h"
 #include "commands.h"
+#include "parse_number.h"
 
 namespace attncheck::cli {
 namespace {
@@ -25,16 +25,6 @@ struct ExplainArgs {
   std::string html;  // when set, the case page is written there instead of printing the tables
   std::string max_bytes = kDefaultMaxBytes;
 };
-
-template <class T>
-T parse_number(const std::string& text, const char* option) {
-  T value{};
-  const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (text.empty() || ec != std::errc() || ptr != end)
-    throw InvalidInput(fmt::format("option {}: '{}' is not a number", option, text));
-  return value;
-}
 
 void run_explain(const ExplainArgs& a) {
   if (a.case_name.empty() == a.input.empty())
