@@ -458,11 +458,65 @@ HWY_INLINE void AccumulateTile(DF d, const float* HWY_RESTRICT p, size_t kcount,
   }
 }
 
+// The buffers of one call's workers (rows, scores, outputs, partials), carved
+// from one block that the calling thread keeps for its next call, as
+// CallScratch keeps its own (the block grows and never shrinks). Allocated
+// and freed on every call, they cost a page fault per 4 KiB page whenever the
+// allocator had returned them to the system: `attncheck bench` timed n = 512,
+// d = 128 on 1 thread at 1.6 ms instead of 0.7 (docs/performance.md). The
+// block starts on a page boundary, so that where each buffer falls within a
+// page (which sets of the caches its rows share with the others') is the
+// same from one call and one run to the next.
+class CallArena {
+ public:
+  static CallArena& OfThisThread() {
+    thread_local CallArena arena;
+    return arena;
+  }
+
+  // Empties the arena for a new call: pieces taken before are no longer
+  // valid. A call that outgrew the block (its pieces past the block were
+  // allocated one by one) leaves it grown to that call's whole size.
+  void Begin() {
+    overflow_.clear();
+    if (needed_ > capacity_) {
+      block_.reset();  // release the old one first: the peak stays one block
+      block_ = hwy::AllocateAligned<uint8_t>(needed_ + kPage);
+      if (!block_) throw std::bad_alloc();
+      capacity_ = needed_;
+      start_ = (kPage - reinterpret_cast<uintptr_t>(block_.get()) % kPage) % kPage;
+    }
+    used_ = 0;
+    needed_ = 0;
+  }
+
+  // count values of T on a 64-byte boundary, uninitialised, valid until the
+  // next Begin().
+  template <typename T>
+  T* Take(size_t count) {
+    const size_t bytes = hwy::RoundUpTo(std::max<size_t>(count, 1) * sizeof(T), kAlign);
+    needed_ += bytes;
+    if (used_ + bytes <= capacity_) {
+      T* piece = reinterpret_cast<T*>(block_.get() + start_ + used_);
+      used_ += bytes;
+      return piece;
+    }
+    overflow_.push_back(hwy::AllocateAligned<uint8_t>(bytes));
+    if (!overflow_.back()) throw std::bad_alloc();
+    return reinterpret_cast<T*>(overflow_.back().get());
+  }
+
+ private:
+  static constexpr size_t kAlign = 64, kPage = 4096;
+  hwy::AlignedFreeUniquePtr<uint8_t[]> block_;
+  std::vector<hwy::AlignedFreeUniquePtr<uint8_t[]>> overflow_;
+  size_t capacity_ = 0, start_ = 0, used_ = 0, needed_ = 0;
+};
+
+// count values of T from the calling thread's CallArena.
 template <typename T>
-hwy::AlignedFreeUniquePtr<T[]> Allocate(size_t count) {
-  auto ptr = hwy::AllocateAligned<T>(std::max<size_t>(count, 1));
-  if (!ptr) throw std::bad_alloc();
-  return ptr;
+T* Allocate(size_t count) {
+  return CallArena::OfThisThread().Take<T>(count);
 }
 
 // Sizes of one call, shared by every part of it.
@@ -643,14 +697,14 @@ class PackedGroup {
         PackKtPanel(DF(), k, nk, dk, pi, KtMutable(slice) + pi * dk * kPanelKeys, finite);
     if (!vpad_) return;
     const float* v = a_.v + static_cast<size_t>(slice) * nk * dv;
-    PadVPanel(v, lay_, pi, vpad_.get() + Offset(slice) * v_size_ + pi * kPanelKeys * lay_.dvp);
+    PadVPanel(v, lay_, pi, vpad_ + Offset(slice) * v_size_ + pi * kPanelKeys * lay_.dvp);
   }
 
   const float* Kt(int64_t slice) const { return kt_ + Offset(slice) * kt_size_; }
   /// max |k| over the keys of panel pi.
   float KMax(int64_t slice, size_t pi) const { return kmax_[Offset(slice) * lay_.panels + pi]; }
   const float* V(int64_t slice) const {
-    if (vpad_) return vpad_.get() + Offset(slice) * v_size_;
+    if (vpad_) return vpad_ + Offset(slice) * v_size_;
     return a_.v + static_cast<size_t>(slice) * lay_.nk * lay_.dv;
   }
   size_t VStride() const { return vpad_ ? lay_.dvp : lay_.dv; }
@@ -664,7 +718,7 @@ class PackedGroup {
   size_t kt_size_ = 0, v_size_ = 0;
   int64_t first_ = 0;
   float* kt_ = nullptr;  // CallScratch of the calling thread
-  hwy::AlignedFreeUniquePtr<float[]> vpad_, kmax_;
+  float* vpad_ = nullptr, *kmax_ = nullptr;
 };
 
 // One worker's buffers for a chunk of query rows (chunk_rows, a multiple of
@@ -721,8 +775,8 @@ class Worker {
       exact_[r] = 0;
     }
     for (size_t t = 0; t < tiles; ++t)
-      tile_qmax_[t] = MaxAbs(d_, q_.get() + t * kTileRows * dk, kTileRows * dk);
-    std::fill(o_.get(), o_.get() + tiles * kTileRows * dvp, 0.0f);
+      tile_qmax_[t] = MaxAbs(d_, q_ + t * kTileRows * dk, kTileRows * dk);
+    std::fill(o_, o_ + tiles * kTileRows * dvp, 0.0f);
 
     const uint8_t* mask = nullptr;
     if (p_.mask) {
@@ -732,7 +786,7 @@ class Worker {
       mask = em.allowed.data() + ((mb * static_cast<size_t>(em.heads) + mh) * nq + r0) * nk;
     }
 
-    const int64_t chunk_hi = *std::max_element(limits_.get(), limits_.get() + rows);
+    const int64_t chunk_hi = *std::max_element(limits_, limits_ + rows);
     for (size_t pi = 0; pi < lay_.panels; ++pi) {
       const int64_t j0 = static_cast<int64_t>(pi * kPanelKeys);
       const size_t kcount = std::min(kPanelKeys, nk - pi * kPanelKeys);
@@ -757,13 +811,13 @@ class Worker {
             return false;
           continue;
         }
-        kmax = PackKtPanel(d_, k, nk, dk, pi, kt_panel_.get(), finite);
+        kmax = PackKtPanel(d_, k, nk, dk, pi, kt_panel_, finite);
         if (!finite || !AllFiniteValues(d_, vkeys, kcount * dv)) return false;
-        panel = kt_panel_.get();
+        panel = kt_panel_;
         vpanel = vkeys;
         if (v_panel_) {
-          PadVPanel(v, lay_, pi, v_panel_.get());
-          vpanel = v_panel_.get();
+          PadVPanel(v, lay_, pi, v_panel_);
+          vpanel = v_panel_;
         }
         // The next panel's keys and values, fetched while this one is computed.
         // Spread over the score loops of every tile: one line a step put
@@ -780,24 +834,24 @@ class Worker {
       for (size_t t = 0; t < tiles; ++t) {
         const size_t tr0 = t * kTileRows;
         const size_t trows = std::min(kTileRows, rows - tr0);
-        const int64_t* lim = limits_.get() + tr0;
+        const int64_t* lim = limits_ + tr0;
         const int64_t lo = *std::min_element(lim, lim + trows);
         const int64_t hi = *std::max_element(lim, lim + trows);
         if (j0 >= hi) continue;  // causal or padded: no row of the tile reads this panel
         if (packed) {
           NoPrefetch none;
-          ScoreTile(d_, q_.get() + tr0 * dk, dk, panel, s_.get(), none);
+          ScoreTile(d_, q_ + tr0 * dk, dk, panel, s_, none);
         } else {
-          ScoreTile(d_, q_.get() + tr0 * dk, dk, panel, s_.get(), ahead);
+          ScoreTile(d_, q_ + tr0 * dk, dk, panel, s_, ahead);
         }
         if (static_cast<double>(tile_qmax_[t]) * kmax >= lay_.overflow_free)
-          FindOverflow(lim, j0, mask ? mask + tr0 * nk + pi * kPanelKeys : nullptr, trows, exact_.get() + tr0);
+          FindOverflow(lim, j0, mask ? mask + tr0 * nk + pi * kPanelKeys : nullptr, trows, exact_ + tr0);
         if (mask || j0 + static_cast<int64_t>(kPanelKeys) > lo)
-          MaskTile(d_, s_.get(), lim, j0, mask ? mask + tr0 * nk + pi * kPanelKeys : nullptr, nk,
+          MaskTile(d_, s_, lim, j0, mask ? mask + tr0 * nk + pi * kPanelKeys : nullptr, nk,
                    trows);
-        SoftmaxTile(d_, s_.get(), a_.multiplier, m_.get() + tr0, l_.get() + tr0, alpha_.get() + tr0);
-        AccumulateTile(d_, s_.get(), kcount, vpanel, vs, o_.get() + tr0 * dvp, dvp,
-                       alpha_.get() + tr0);
+        SoftmaxTile(d_, s_, a_.multiplier, m_ + tr0, l_ + tr0, alpha_ + tr0);
+        AccumulateTile(d_, s_, kcount, vpanel, vs, o_ + tr0 * dvp, dvp,
+                       alpha_ + tr0);
       }
       ahead.Finish();
     }
@@ -805,7 +859,7 @@ class Worker {
     float* out = a_.out + (slice_z * nq + r0) * dv;
     const size_t N = hn::Lanes(d_);
     for (size_t r = 0; r < rows; ++r) {
-      float* o = o_.get() + r * dvp;
+      float* o = o_ + r * dvp;
       const float l = l_[r];
       float* lse = a_.lse ? a_.lse + slice_z * nq + r0 + r : nullptr;
       // A max of +inf or NaN, or a sum of inf or NaN: a logit beyond float.
@@ -847,7 +901,7 @@ class Worker {
   // so the explicit mask decides what is readable.
   void FindOverflow(const int64_t* limits, int64_t j0, const uint8_t* mask, size_t rows,
                     uint8_t* exact) const {
-    const float* s = s_.get();
+    const float* s = s_;
     const size_t N = hn::Lanes(d_);
     for (size_t r = 0; r < rows; ++r) {
       VF nonfinite = hn::Zero(d_);  // x·0 is NaN exactly where x is ±inf or NaN
@@ -872,10 +926,10 @@ class Worker {
   const Layout& lay_;
   const size_t chunk_rows_;
   DF d_;
-  hwy::AlignedFreeUniquePtr<float[]> q_, o_, s_, m_, l_, alpha_, tile_qmax_;
-  hwy::AlignedFreeUniquePtr<float[]> kt_panel_, v_panel_;  ///< streaming: the panel being read
-  hwy::AlignedFreeUniquePtr<int64_t[]> limits_;
-  hwy::AlignedFreeUniquePtr<uint8_t[]> exact_;  ///< rows to recompute in long double
+  float* q_ = nullptr, *o_ = nullptr, *s_ = nullptr, *m_ = nullptr, *l_ = nullptr, *alpha_ = nullptr, *tile_qmax_ = nullptr;
+  float* kt_panel_ = nullptr, *v_panel_ = nullptr;  ///< streaming: the panel being read
+  int64_t* limits_ = nullptr;
+  uint8_t* exact_ = nullptr;  ///< rows to recompute in long double
   std::vector<long double> exact_acc_;            ///< exact_row's scratch, d_v values
 };
 

@@ -14,6 +14,7 @@ HWY_BEFORE_NAMESPACE();
 namespace attncheck::detail::HWY_NAMESPACE {
 
 bool Attention(const KernelArgs& args, int64_t threads) {
+  CallArena::OfThisThread().Begin();
   return args.decode ? RunDecode(args, threads) : RunTiled(args, threads);
 }
 

@@ -270,8 +270,8 @@ struct DecodePartials {
     exact = Allocate<uint8_t>(rows);
   }
   size_t rows, dvp;
-  hwy::AlignedFreeUniquePtr<float[]> m, l, o;
-  hwy::AlignedFreeUniquePtr<uint8_t[]> exact;
+  float* m = nullptr, *l = nullptr, *o = nullptr;
+  uint8_t* exact = nullptr;
 };
 
 class DecodeWorker {
@@ -303,7 +303,7 @@ class DecodeWorker {
       // is never scored: zeros, so that the softmax meets finite values there.
       half_tail_ = N >= 16 && rows_ + N / 2 <= rowsp_;
       pairs_ = N == 16 && rowsp_ == N && (lay.dk == 64 || lay.dk == 128);
-      std::fill(st_.get(), st_.get() + kPanelKeys * rowsp_, 0.0f);
+      std::fill(st_, st_ + kPanelKeys * rowsp_, 0.0f);
       // P · V with the rows in the lanes only when they fill two vectors or
       // more with no padding; otherwise by rows (AccumulateRows), which at
       // 12-28 rows on AVX-512 took 0.86-0.96x the time and at 32 rows
@@ -360,8 +360,8 @@ class DecodeWorker {
       PackQueries(q);
       packed_slice_ = slice;
     }
-    if (pv_in_lanes_) std::fill(ot_.get(), ot_.get() + dv * rowsp_, 0.0f);
-    std::fill(o_.get(), o_.get() + std::max(rows4_, rowsp_) * dvp, 0.0f);
+    if (pv_in_lanes_) std::fill(ot_, ot_ + dv * rowsp_, 0.0f);
+    std::fill(o_, o_ + std::max(rows4_, rowsp_) * dvp, 0.0f);
     const uint8_t* mask = nullptr;
     if (p_.mask) {
       const ExplicitMask& em = *p_.mask;
@@ -369,7 +369,7 @@ class DecodeWorker {
       const size_t mh = em.heads == 1 ? 0 : static_cast<size_t>(h);
       mask = em.allowed.data() + (mb * static_cast<size_t>(em.heads) + mh) * nq * nk;
     }
-    const int64_t hi = *std::max_element(limits_.get(), limits_.get() + rows_);
+    const int64_t hi = *std::max_element(limits_, limits_ + rows_);
     const auto k0 = static_cast<size_t>(split * kSplitKeys);
     const size_t kend = std::min(nk, k0 + static_cast<size_t>(kSplitKeys));
     split_first_key_ = k0;
@@ -391,12 +391,12 @@ class DecodeWorker {
       // 1. Dot products along d; lanes past kcount and padding rows are -inf.
       ScoreBlock(k, v, j0, kcount, k1);
       for (size_t r = 0; r < rows4_; ++r) {
-        float* srow = s_.get() + r * kPanelKeys;
+        float* srow = s_ + r * kPanelKeys;
         std::fill(srow + (r < rows_ ? kcount : 0), srow + kPanelKeys, kNegInf);
       }
       // 2. Overflowed readable dot products, then masks.
       for (size_t r = 0; r < rows_; ++r) {
-        float* srow = s_.get() + r * kPanelKeys;
+        float* srow = s_ + r * kPanelKeys;
         const uint8_t* mrow = mask ? mask + r * nk + j0 : nullptr;
         const int64_t readable =
             std::clamp<int64_t>(limits_[r] - static_cast<int64_t>(j0), 0, static_cast<int64_t>(kcount));
@@ -415,7 +415,7 @@ class DecodeWorker {
       // 3. Online softmax (as SoftmaxTile, row by row).
       const VF scale = hn::Set(d_, a_.multiplier);
       for (size_t r = 0; r < rows4_; ++r) {
-        float* srow = s_.get() + r * kPanelKeys;
+        float* srow = s_ + r * kPanelKeys;
         VF vmax = hn::Load(d_, srow);
         for (size_t c = N; c < kPanelKeys; c += N) vmax = hn::Max(vmax, hn::Load(d_, srow + c));
         const float m_new = std::max(m_[r], hn::GetLane(hn::MaxOfLanes(d_, vmax)) * a_.multiplier);
@@ -439,17 +439,17 @@ class DecodeWorker {
       // 4. o = alpha·o + P · V over the block's keys, V read in place.
       const float* vblock = v + j0 * dv;
       if (v_in_order_) {
-        AccumulateOneRowInOrder(d_, s_.get(), kcount, vblock, dv, o_.get(), alpha_[0]);
+        AccumulateOneRowInOrder(d_, s_, kcount, vblock, dv, o_, alpha_[0]);
         continue;
       }
       if (rows_ == 1) {  // one row: no padding rows, wider column blocks
         size_t c = 0;
         for (; c + 8 <= dv_vecs; c += 8)
-          AccumulateOneRow<8>(d_, s_.get(), kcount, vblock + c * N, dv, o_.get() + c * N, alpha_[0]);
+          AccumulateOneRow<8>(d_, s_, kcount, vblock + c * N, dv, o_ + c * N, alpha_[0]);
         for (; c + 4 <= dv_vecs; c += 4)
-          AccumulateOneRow<4>(d_, s_.get(), kcount, vblock + c * N, dv, o_.get() + c * N, alpha_[0]);
+          AccumulateOneRow<4>(d_, s_, kcount, vblock + c * N, dv, o_ + c * N, alpha_[0]);
         for (; c < dv_vecs; ++c)
-          AccumulateOneRow<1>(d_, s_.get(), kcount, vblock + c * N, dv, o_.get() + c * N, alpha_[0]);
+          AccumulateOneRow<1>(d_, s_, kcount, vblock + c * N, dv, o_ + c * N, alpha_[0]);
         for (size_t col = dv_vecs * N; col < dv; ++col) {  // columns past the last whole vector
           float acc = o_[col] * alpha_[0];
           for (size_t j = 0; j < kcount; ++j) acc += s_[j] * vblock[j * dv + col];
@@ -460,25 +460,25 @@ class DecodeWorker {
       if (four_keys_) {  // the next block's values fetched during this one's P · V
         Prefetcher ahead = AfterThisBlock(v, j0, k1);
         ahead.Spread(kcount * (rows4_ / kGroupRows) * hwy::DivCeil(dv_vecs, kGroupVecs));
-        AccumulateRows(s_.get(), kPanelKeys, 1, kcount, vblock, ahead);
+        AccumulateRows(s_, kPanelKeys, 1, kcount, vblock, ahead);
         ahead.Finish();
         continue;
       }
       NoPrefetch none;
-      AccumulateRows(s_.get(), kPanelKeys, 1, kcount, vblock, none);
+      AccumulateRows(s_, kPanelKeys, 1, kcount, vblock, none);
     }
     if (pv_in_lanes_)  // back to rows: o_[r][c] = ot_[c][r]
       for (size_t r = 0; r < rows_; ++r)
         for (size_t c = 0; c < dvp; ++c) o_[r * dvp + c] = c < dv ? ot_[c * rowsp_ + r] : 0.0f;
     // Row 0 has added p·v for every key of [k0, k1): a non-finite value shows.
-    if (k1 > k0 && !AllFiniteValues(d_, o_.get(), dv))
+    if (k1 > k0 && !AllFiniteValues(d_, o_, dv))
       finite = finite && AllFiniteValues(d_, v + k0 * dv, (k1 - k0) * dv);
     const size_t base = static_cast<size_t>(slice * splits + split) * nq;
     for (size_t r = 0; r < rows_; ++r) {
       out.m[base + r] = m_[r];
       out.l[base + r] = l_[r];
       out.exact[base + r] = exact_[r];
-      std::copy(o_.get() + r * dvp, o_.get() + (r + 1) * dvp, out.o.get() + (base + r) * dvp);
+      std::copy(o_ + r * dvp, o_ + (r + 1) * dvp, out.o + (base + r) * dvp);
     }
     return finite;
   }
@@ -490,7 +490,7 @@ class DecodeWorker {
     const size_t dk = lay_.dk;
     for (size_t r = 0; r < rows4_; ++r)
       for (size_t x = 0; x < dkp_; ++x) q_[r * dkp_ + x] = r < rows_ && x < dk ? q[r * dk + x] : 0.0f;
-    float* HWY_RESTRICT qt = qt_.get();
+    float* HWY_RESTRICT qt = qt_;
     if (pairs_) {  // Qᵀ by pairs of x: qt_[(x / 2) · 2·rowsp + (r / 8) · 16 + (r % 8) · 2 + x % 2]
       for (size_t x = 0; x < dk; ++x)
         for (size_t r = 0; r < rowsp_; ++r)
@@ -512,8 +512,8 @@ class DecodeWorker {
     const size_t dv = lay_.dv, dvp = lay_.dvp, dv_vecs = dv / N;
     for (size_t g = 0; g < rows4_; g += kGroupRows) {
       const float* pg = p + g * p_row;
-      float* og = o_.get() + g * dvp;
-      const float* ag = alpha_.get() + g;
+      float* og = o_ + g * dvp;
+      const float* ag = alpha_ + g;
       size_t c = 0;
       for (; c + kGroupVecs <= dv_vecs; c += kGroupVecs)
         AccumulateGroup<kGroupVecs>(d_, pg, p_row, p_key, kcount, v + c * N, dv, og + c * N, dvp, ag, ahead);
@@ -546,7 +546,7 @@ class DecodeWorker {
                                     Ahead& ahead) {
     const size_t N = hn::Lanes(d_);
     const size_t dv = lay_.dv, dvp = lay_.dvp, dv_vecs = dv / N;
-    float* HWY_RESTRICT o = o_.get();
+    float* HWY_RESTRICT o = o_;
     for (size_t c = 0; c < dv_vecs; ++c) {
       VF acc[kRows];
       for (size_t r = 0; r < kRows; ++r)
@@ -580,7 +580,7 @@ class DecodeWorker {
       for (; j + 4 <= kcount; j += 4) {
         for (size_t t = j; t < j + 4; ++t) PrefetchKey(k, v, j0 + t, k1);
         for (size_t r = 0; r < rows_; r += 4)  // padding rows of q_ are zero
-          ScoreFourKeys(d_, q_.get() + r * dkp_, dkp_, k + (j0 + j) * dk, dk, s_.get() + r * kPanelKeys + j,
+          ScoreFourKeys(d_, q_ + r * dkp_, dkp_, k + (j0 + j) * dk, dk, s_ + r * kPanelKeys + j,
                         kPanelKeys);
       }
     }
@@ -591,9 +591,9 @@ class DecodeWorker {
       size_t r = 0;
 #if HWY_TARGET != HWY_SCALAR
       for (; r + 4 <= rows_; r += 4)
-        DotFourRows(d_, q_.get() + r * dkp_, dkp_, kj, dk, s_.get() + r * kPanelKeys + j, kPanelKeys);
+        DotFourRows(d_, q_ + r * dkp_, dkp_, kj, dk, s_ + r * kPanelKeys + j, kPanelKeys);
 #endif
-      for (; r < rows_; ++r) s_[r * kPanelKeys + j] = DotRow(d_, q_.get() + r * dkp_, kj, dk);
+      for (; r < rows_; ++r) s_[r * kPanelKeys + j] = DotRow(d_, q_ + r * dkp_, kj, dk);
     }
   }
 
@@ -650,7 +650,7 @@ class DecodeWorker {
                     bool& finite) {
     const size_t N = hn::Lanes(d_);
     const size_t dk = lay_.dk, dv = lay_.dv, nk = lay_.nk, vecs = rowsp_ / N;
-    float* HWY_RESTRICT st = st_.get();
+    float* HWY_RESTRICT st = st_;
     // 1. Dot products.
     ScoreColumns(k, v, j0, kcount, k1);
     // 2. Overflowed readable dot products (and bad keys, which row 0 meets),
@@ -683,13 +683,13 @@ class DecodeWorker {
       const size_t r0 = i * N;
       VF vmax = neg_inf;
       for (size_t j = 0; j < kcount; ++j) vmax = hn::Max(vmax, hn::Load(d_, st + j * rowsp_ + r0));
-      const VF m_new = hn::Max(hn::Load(d_, m_.get() + r0), hn::Mul(vmax, scale));
+      const VF m_new = hn::Max(hn::Load(d_, m_ + r0), hn::Mul(vmax, scale));
       // alpha = exp(m_old - m_new): 0 on a row's first readable block
       // (m_old = -inf), 1 while a row has read nothing (both -inf), as in
       // SoftmaxTile; N rows at once, not one std::exp a row.
       const auto empty = hn::Eq(m_new, neg_inf);  // nothing readable yet: no weights
-      hn::Store(hn::IfThenElse(empty, hn::Set(d_, 1.0f), SoftmaxExp(d_, hn::Sub(hn::Load(d_, m_.get() + r0), m_new))),
-                d_, alpha_.get() + r0);
+      hn::Store(hn::IfThenElse(empty, hn::Set(d_, 1.0f), SoftmaxExp(d_, hn::Sub(hn::Load(d_, m_ + r0), m_new))),
+                d_, alpha_ + r0);
       VF part[kMaxLanes];
       for (size_t lane = 0; lane < N; ++lane) part[lane] = hn::Zero(d_);
       for (size_t j = 0; j < kcount; ++j) {
@@ -700,10 +700,10 @@ class DecodeWorker {
       }
       for (size_t half = N / 2; half >= 1; half /= 2)  // hn::SumOfLanes' order
         for (size_t lane = 0; lane < half; ++lane) part[lane] = hn::Add(part[lane], part[lane + half]);
-      const VF l_old = hn::Load(d_, l_.get() + r0);
-      hn::Store(hn::IfThenElse(empty, l_old, hn::Add(hn::Mul(l_old, hn::Load(d_, alpha_.get() + r0)), part[0])), d_,
-                l_.get() + r0);
-      hn::Store(m_new, d_, m_.get() + r0);
+      const VF l_old = hn::Load(d_, l_ + r0);
+      hn::Store(hn::IfThenElse(empty, l_old, hn::Add(hn::Mul(l_old, hn::Load(d_, alpha_ + r0)), part[0])), d_,
+                l_ + r0);
+      hn::Store(m_new, d_, m_ + r0);
     }
     // 4. Oᵀ = alpha · Oᵀ + Vᵀ · Pᵀ (or O = alpha · O + P · V) over the block's
     // keys, V read in place.
@@ -764,11 +764,11 @@ class DecodeWorker {
   HWY_INLINE void OutputBlock(const float* HWY_RESTRICT v, size_t kcount, size_t r0, size_t c0, Prefetcher& ahead) {
     const size_t N = hn::Lanes(d_);
     const size_t dv = lay_.dv;
-    const float* HWY_RESTRICT st = st_.get() + r0;
-    float* HWY_RESTRICT ot = ot_.get() + r0 + c0 * rowsp_;
+    const float* HWY_RESTRICT st = st_ + r0;
+    float* HWY_RESTRICT ot = ot_ + r0 + c0 * rowsp_;
     VF acc[kCols][kRowVecs];
     for (size_t i = 0; i < kRowVecs; ++i) {
-      const VF alpha = hn::Load(d_, alpha_.get() + r0 + i * N);
+      const VF alpha = hn::Load(d_, alpha_ + r0 + i * N);
       for (size_t c = 0; c < kCols; ++c) acc[c][i] = hn::Mul(hn::Load(d_, ot + c * rowsp_ + i * N), alpha);
     }
     for (size_t j = 0; j < kcount; ++j) {
@@ -893,7 +893,7 @@ class DecodeWorker {
       ahead.Add(k + (key + kPanelKeys) * kDk, (std::min(key + kKeys + kPanelKeys, k1) - key - kPanelKeys) * kDk);
     ahead.Spread(kDk / 2);
     const float* HWY_RESTRICT kj = k + key * kDk;
-    const float* HWY_RESTRICT qt = qt_.get();
+    const float* HWY_RESTRICT qt = qt_;
     VF lo[kKeys], hi[kKeys];
     ahead.Step();
     PairTerm<kKeys, true>(qt, kj, kDk, 0, lo, hi);
@@ -902,7 +902,7 @@ class DecodeWorker {
       PairTerm<kKeys, false>(qt, kj, kDk, x2, lo, hi);
     }
     ahead.Finish();
-    float* HWY_RESTRICT st = st_.get() + j * rowsp_;
+    float* HWY_RESTRICT st = st_ + j * rowsp_;
     for (size_t t = 0; t < kKeys; ++t)
       hn::Store(hn::Add(hn::ConcatEven(d_, hi[t], lo[t]), hn::ConcatOdd(d_, hi[t], lo[t])), d_, st + t * rowsp_);
   }
@@ -960,7 +960,7 @@ class DecodeWorker {
       ahead.Spread(dk);
     }
     const float* HWY_RESTRICT kj = k + key * dk;
-    const float* HWY_RESTRICT qt = qt_.get() + v0 * N;
+    const float* HWY_RESTRICT qt = qt_ + v0 * N;
     VF acc[kKeys][kRowVecs > 0 ? kRowVecs : 1];
     VH tail[kKeys];
     ahead.Step();
@@ -970,7 +970,7 @@ class DecodeWorker {
       ScoreTerm<kRowVecs, kHalfTail, kKeys, false>(qt, kj, dk, x, acc, tail);
     }
     ahead.Finish();
-    float* HWY_RESTRICT st = st_.get() + j * rowsp_ + v0 * N;
+    float* HWY_RESTRICT st = st_ + j * rowsp_ + v0 * N;
     for (size_t t = 0; t < kKeys; ++t) {
       for (size_t i = 0; i < kRowVecs; ++i) hn::Store(acc[t][i], d_, st + t * rowsp_ + i * N);
       if constexpr (kHalfTail) hn::Store(tail[t], DH(), st + t * rowsp_ + kRowVecs * N);
@@ -985,7 +985,7 @@ class DecodeWorker {
     const int64_t b = slice / p_.shape.heads, h = slice % p_.shape.heads;
     const auto slice_z = static_cast<size_t>(slice);
     const size_t N = hn::Lanes(d_);
-    float* o = o_.get();
+    float* o = o_;
     for (size_t r = 0; r < rows_; ++r) {
       float row_max = kNegInf;
       bool exact = false;
@@ -1003,7 +1003,7 @@ class DecodeWorker {
           const float f = std::exp(part.m[at] - row_max);
           l += part.l[at] * f;
           const VF vf = hn::Set(d_, f);
-          const float* po = part.o.get() + at * dvp;
+          const float* po = part.o + at * dvp;
           for (size_t c = 0; c < dvp; c += N)
             hn::Store(hn::MulAdd(hn::Load(d_, po + c), vf, hn::Load(d_, o + c)), d_, o + c);
         }
@@ -1070,10 +1070,10 @@ class DecodeWorker {
   const float* next_k_ = nullptr;  // ExpectNext: the first keys and values of the next split
   const float* next_v_ = nullptr;
   size_t next_keys_ = 0;
-  hwy::AlignedFreeUniquePtr<float[]> q_, o_, s_, m_, l_, alpha_;
-  hwy::AlignedFreeUniquePtr<float[]> qt_, st_, ot_;  // rows in the lanes: Qᵀ, Sᵀ of a block, Oᵀ
-  hwy::AlignedFreeUniquePtr<int64_t[]> limits_;
-  hwy::AlignedFreeUniquePtr<uint8_t[]> exact_;
+  float* q_ = nullptr, *o_ = nullptr, *s_ = nullptr, *m_ = nullptr, *l_ = nullptr, *alpha_ = nullptr;
+  float* qt_ = nullptr, *st_ = nullptr, *ot_ = nullptr;  // rows in the lanes: Qᵀ, Sᵀ of a block, Oᵀ
+  int64_t* limits_ = nullptr;
+  uint8_t* exact_ = nullptr;
   std::vector<long double> exact_acc_;
 };
 

@@ -16,6 +16,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "attncheck/attention.h"
@@ -326,6 +327,33 @@ TEST_CASE("the output is bitwise identical for 1 2 3 and hardware threads") {
           CHECK(std::memcmp(one.data(), many.data(), one.size() * sizeof(float)) == 0);
           CHECK(std::memcmp(lse1.data(), lse_n.data(), lse1.size() * sizeof(float)) == 0);
         }
+      }
+    }
+  }
+}
+
+TEST_CASE("a thread's kept buffers serve calls of every size and path: the output equals a new thread's, bitwise") {
+  // The calling thread keeps its workers' buffers for its next call, grown to
+  // the largest call so far; a new thread starts with none. Shapes of every
+  // path (packed groups, streamed, decode by rows and with the rows in the
+  // lanes), growing and shrinking, each computed on both.
+  const std::vector<Shape> shapes = {Shape{1, 1, 5, 7, 3, 3},        Shape{1, 2, 600, 150, 17, 20},
+                                     Shape{2, 3, 300, 257, 33, 40},  Shape{1, 4, 1, 3000, 64, 64},
+                                     Shape{1, 2, 16, 2500, 128, 128}, Shape{1, 1, 5, 7, 3, 3}};
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const Shape& shape = shapes[pass == 0 ? i : shapes.size() - 1 - i];
+      Problem p;
+      p.shape = shape;
+      p.causal = Causal::top_left;  // every row reads a key whatever n_q and n_k
+      const Inputs in = normal_inputs(p.shape, 31 + static_cast<unsigned>(i));
+      for (int threads : {1, 2}) {
+        INFO("pass " << pass << " shape " << i << " threads " << threads);
+        std::vector<float> lse_new, lse_kept, fresh;
+        std::thread([&] { fresh = run_fused(p, in, threads, &lse_new); }).join();
+        const auto kept = run_fused(p, in, threads, &lse_kept);
+        CHECK(std::memcmp(fresh.data(), kept.data(), fresh.size() * sizeof(float)) == 0);
+        CHECK(std::memcmp(lse_new.data(), lse_kept.data(), lse_new.size() * sizeof(float)) == 0);
       }
     }
   }
