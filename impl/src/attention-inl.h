@@ -58,6 +58,8 @@
 #include <thread>
 #include <vector>
 
+#include <sanitizer/asan_interface.h>  // no-op macros unless built with AddressSanitizer
+
 #include "hwy/aligned_allocator.h"
 #include "hwy/cache_control.h"
 #include "hwy/contrib/math/math-inl.h"
@@ -474,18 +476,30 @@ class CallArena {
     return arena;
   }
 
+  CallArena() = default;
+  CallArena(const CallArena&) = delete;
+  CallArena& operator=(const CallArena&) = delete;
+  ~CallArena() {
+    if (block_) ASAN_UNPOISON_MEMORY_REGION(block_.get() + start_, capacity_);
+  }
+
   // Empties the arena for a new call: pieces taken before are no longer
   // valid. A call that outgrew the block (its pieces past the block were
   // allocated one by one) leaves it grown to that call's whole size.
   void Begin() {
     overflow_.clear();
     if (needed_ > capacity_) {
+      if (block_) ASAN_UNPOISON_MEMORY_REGION(block_.get() + start_, capacity_);
       block_.reset();  // release the old one first: the peak stays one block
       block_ = hwy::AllocateAligned<uint8_t>(needed_ + kPage);
       if (!block_) throw std::bad_alloc();
       capacity_ = needed_;
       start_ = (kPage - reinterpret_cast<uintptr_t>(block_.get()) % kPage) % kPage;
     }
+    // Under AddressSanitizer the block is poisoned but for the pieces handed
+    // out, which it separates by a red zone: a kernel that overruns one of
+    // its buffers is caught as it was when each was an allocation of its own.
+    if (block_) ASAN_POISON_MEMORY_REGION(block_.get() + start_, capacity_);
     used_ = 0;
     needed_ = 0;
   }
@@ -494,10 +508,12 @@ class CallArena {
   // next Begin().
   template <typename T>
   T* Take(size_t count) {
-    const size_t bytes = hwy::RoundUpTo(std::max<size_t>(count, 1) * sizeof(T), kAlign);
+    const size_t size = std::max<size_t>(count, 1) * sizeof(T);
+    const size_t bytes = hwy::RoundUpTo(size, kAlign) + kRedZone;
     needed_ += bytes;
     if (used_ + bytes <= capacity_) {
       T* piece = reinterpret_cast<T*>(block_.get() + start_ + used_);
+      ASAN_UNPOISON_MEMORY_REGION(piece, size);
       used_ += bytes;
       return piece;
     }
@@ -508,6 +524,11 @@ class CallArena {
 
  private:
   static constexpr size_t kAlign = 64, kPage = 4096;
+#if defined(__SANITIZE_ADDRESS__)
+  static constexpr size_t kRedZone = kAlign;
+#else
+  static constexpr size_t kRedZone = 0;
+#endif
   hwy::AlignedFreeUniquePtr<uint8_t[]> block_;
   std::vector<hwy::AlignedFreeUniquePtr<uint8_t[]>> overflow_;
   size_t capacity_ = 0, start_ = 0, used_ = 0, needed_ = 0;
