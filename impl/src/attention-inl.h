@@ -19,7 +19,7 @@
 //      the factor alpha = exp(m_old - m_new) that rescales the partial output;
 //   4. output  O_tile = alpha · O_tile + P · V_panel (lanes over d_v).
 // Where Kᵀ comes from depends on n_q (RunTiled):
-//   - up to kStreamMaxRows query rows (a few chunks per slice) the chunk packs
+//   - up to kStreamMaxRows query rows (a few chunks per slice; streams_kv) the chunk packs
 //     each panel itself right before using it, into a buffer of its own that
 //     stays in cache (PackKtPanel: N × N blocks transposed in registers), while
 //     the next panel's keys and values are prefetched; it checks K and V for
@@ -965,7 +965,7 @@ void RunOnThreads(std::vector<std::unique_ptr<Worker>>& workers, Barrier& sync, 
       });
 }
 
-// Streaming (n_q <= kStreamMaxRows): the chunks of every slice handed out one
+// Streaming (streams_kv: n_q <= kStreamMaxRows): the chunks of every slice handed out one
 // at a time through an atomic counter, each packing its own panels. The rows
 // go to a staging buffer (the calling thread's scratch), copied to the output
 // only when no chunk met a value of K or V that is not finite: on bad input
@@ -1028,7 +1028,8 @@ inline size_t PackedChunkRows(size_t nq, int64_t slices, int64_t threads) {
 }
 
 // The tiled path on `threads` threads (the caller's included). Up to
-// kStreamMaxRows query rows it streams (RunStreamed). Otherwise slices are
+// kStreamMaxRows query rows it streams (RunStreamed) unless streams_kv()
+// says packing once pays. Otherwise slices are
 // taken in groups; for each group all workers first pack its panels, then
 // compute its chunks, both handed out one at a time through an atomic counter
 // (so a thread that finishes early takes more), with a barrier after each
@@ -1037,7 +1038,7 @@ inline size_t PackedChunkRows(size_t nq, int64_t slices, int64_t threads) {
 bool RunTiled(const KernelArgs& a, int64_t threads) {
   const DF d;
   const Layout lay(a, d);
-  if (static_cast<int64_t>(lay.nq) <= kStreamMaxRows) return RunStreamed(a, lay, threads);
+  if (streams_kv(a.problem->shape, threads)) return RunStreamed(a, lay, threads);
   const int64_t slices = a.problem->shape.batch * a.problem->shape.heads;
   const size_t chunk_rows = PackedChunkRows(lay.nq, slices, threads);
   const auto chunks = static_cast<int64_t>(hwy::DivCeil(lay.nq, chunk_rows));

@@ -142,11 +142,19 @@ void exact_row(const Problem& p, const float* q, const float* k, const float* v,
 void attention(const Problem& problem, const float* q, const float* k, const float* v, float* out,
                const AttentionOptions& options) {
   validate_problem(problem);
-  const bool decode = takes_decode_path(problem.shape);
-  // The decode path and the streaming tiled path check K and V as they read them.
-  const bool kv_in_kernel = problem.shape.n_q <= detail::kStreamMaxRows;
-  validate_call_but_kv_values(problem, q, k, v);
   const Shape& s = problem.shape;
+  const bool decode = takes_decode_path(s);
+  const int64_t chunks_per_slice = (s.n_q + detail::kChunkRows - 1) / detail::kChunkRows;
+  const int64_t splits_per_slice = (s.n_k + detail::kSplitKeys - 1) / detail::kSplitKeys;
+  const int64_t total_items = s.batch * s.heads * (decode ? splits_per_slice : chunks_per_slice);
+  // Negative threads are refused below, after K and V (as always, a bad K or V
+  // is reported first); until then they count as one.
+  int64_t threads = options.threads == 0 ? std::max<int64_t>(1, std::thread::hardware_concurrency())
+                                         : std::max<int64_t>(1, options.threads);
+  threads = std::min(threads, total_items);
+  // The decode path and the streaming tiled path check K and V as they read them.
+  const bool kv_in_kernel = decode || detail::streams_kv(s, threads);
+  validate_call_but_kv_values(problem, q, k, v);
   // The packed-group path reads K and V only after this check; on a value
   // that is not finite, validate_call() names it.
   if (!kv_in_kernel && (!detail::all_finite_values(k, static_cast<size_t>(s.k_size())) ||
@@ -169,16 +177,11 @@ void attention(const Problem& problem, const float* q, const float* k, const flo
   args.v = v;
   args.out = out;
   args.lse = options.lse;
-  args.chunks_per_slice = (s.n_q + detail::kChunkRows - 1) / detail::kChunkRows;
+  args.chunks_per_slice = chunks_per_slice;
   args.decode = decode;
-  args.splits_per_slice = (s.n_k + detail::kSplitKeys - 1) / detail::kSplitKeys;
+  args.splits_per_slice = splits_per_slice;
   args.decode_scoring = forced_decode_scoring().load(std::memory_order_relaxed);
-  args.total_items =
-      s.batch * s.heads * (args.decode ? args.splits_per_slice : args.chunks_per_slice);
-
-  int64_t threads = options.threads;
-  if (threads == 0) threads = std::max<int64_t>(1, std::thread::hardware_concurrency());
-  threads = std::min(threads, args.total_items);
+  args.total_items = total_items;
 
   if (!detail::run_attention(args, threads)) {
     // K or V holds a value that is not finite (decode or streaming path): name it.

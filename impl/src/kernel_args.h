@@ -25,6 +25,23 @@ inline constexpr int64_t kChunkRows = 64;
 /// value has been read.
 inline constexpr int64_t kStreamMaxRows = 8 * kChunkRows;
 
+/// Kᵀ of one slice (n_k · d_k floats) small enough to pack once, in a first
+/// phase, when a call up to kStreamMaxRows rows has too few slices for every
+/// thread to stream whole ones: streaming, each of its 64-row chunks would
+/// repack every panel. 256 KiB: square n = 128–512, 1 head, 2 threads took
+/// 0.77–0.94× the time packed; with Kᵀ of 512 KiB packing was 0.87–1.03×,
+/// of 2–8 MiB 0.99–1.04× (docs/performance.md, "Few slices on many threads").
+inline constexpr int64_t kPackOnceMaxFloats = 64 * 1024;
+
+/// Whether a tiled call streams K and V (RunStreamed: each chunk packs its
+/// own panels and checks the values as it reads them) on `threads` threads,
+/// rather than packing groups of slices first (RunTiled).
+inline bool streams_kv(const Shape& s, int64_t threads) {
+  if (s.n_q > kStreamMaxRows) return false;
+  const bool whole_slices = threads == 1 || s.batch * s.heads >= 2 * threads;
+  return whole_slices || s.n_k * s.d_k > kPackOnceMaxFloats;
+}
+
 /// Decode path (decode-inl.h, RunDecode): K and V streamed once, row-major,
 /// without packing Kᵀ, for at most this many query rows. Which calls take it
 /// is attncheck::takes_decode_path: up to 32 rows always (on AVX2 the rows in

@@ -311,7 +311,8 @@ TEST_CASE("the log-sum-exp output equals the oracle's and is -inf for empty rows
 TEST_CASE("the output is bitwise identical for 1 2 3 and hardware threads") {
   // 300 query rows: streamed (kStreamMaxRows), a slice or 64 rows per chunk
   // depending on the threads; 600: packed groups, 10 chunks per slice.
-  for (const Shape& shape : {Shape{2, 3, 300, 257, 33, 40}, Shape{1, 2, 600, 150, 17, 20}}) {
+  // One slice of 300 rows: streamed on one thread, packed once on more (streams_kv).
+  for (const Shape& shape : {Shape{2, 3, 300, 257, 33, 40}, Shape{1, 2, 600, 150, 17, 20}, Shape{1, 1, 300, 257, 33, 40}}) {
     for (Causal c : {Causal::none, Causal::top_left}) {
       Problem p;
       p.shape = shape;
@@ -1313,22 +1314,24 @@ TEST_CASE("streamed tiled shapes: a non-finite K or V value, read or not, throws
 
 TEST_CASE("streamed tiled shapes, one slice: the single chunk writes the output itself, yet a bad value writes nothing") {
   // One slice on one thread is one chunk, which writes its rows directly (no
-  // staging) only after checking every value of K and V; on two threads the
-  // slice is two chunks and the rows are staged again.
-  for (const size_t dv : {5, 16}) {
-    const Shape shape{1, 1, 100, 700, 16, static_cast<int64_t>(dv)};
+  // staging) only after checking every value of K and V. On two threads,
+  // against 700 keys the slice's Kᵀ is packed once (streams_kv), K and V
+  // checked before; against 4200 (Kᵀ beyond kPackOnceMaxFloats) the slice is
+  // two streamed chunks and the rows are staged again.
+  for (const auto& [nk, dv] : {std::pair<int64_t, size_t>{700, 5}, {700, 16}, {4200, 5}, {4200, 16}}) {
+    const Shape shape{1, 1, 100, nk, 16, static_cast<int64_t>(dv)};
     Problem padded;  // keys from 300 on are read by no row: chunk 0 scans them
     padded.shape = shape;
     padded.key_lengths = {300};
-    Problem causal;  // row i reads keys 0 .. i: panels 2-10 are read by no row
+    Problem causal;  // row i reads keys 0 .. i: panels 2 and on are read by no row
     causal.shape = shape;
     causal.causal = attncheck::Causal::top_left;
-    const size_t dk = 16;
+    const size_t dk = 16, last = static_cast<size_t>(nk) - 1;
     const float inf = std::numeric_limits<float>::infinity();
     check_bad_values_rejected(shape, 812, {
         {"K[", &padded, true, 10 * dk + 3, std::nanf("")},        // read
         {"K[", &padded, true, 500 * dk + 15, inf},                // in a panel no row reads
-        {"V[", &padded, false, 699 * dv + dv - 1, -inf},          // the last (partial) panel
+        {"V[", &padded, false, last * dv + dv - 1, -inf},         // the last (partial) panel
         {"V[", &causal, false, 99 * dv + 1, inf},                 // read by the last row only
         {"K[", &causal, true, 640 * dk, std::nanf("")},           // in a panel no row reads
     }, {1, 2});
