@@ -465,7 +465,8 @@ HWY_INLINE void AccumulateTile(DF d, const float* HWY_RESTRICT p, size_t kcount,
 // CallScratch keeps its own (the block grows and never shrinks). Allocated
 // and freed on every call, they cost a page fault per 4 KiB page whenever the
 // allocator had returned them to the system: `attncheck bench` timed n = 512,
-// d = 128 on 1 thread at 1.6 ms instead of 0.7 (docs/performance.md). The
+// d = 128 on 1 thread at 1.6 ms instead of 0.7 (docs/performance.md,
+// "Workers' buffers kept between calls"). The
 // block starts on a page boundary, so that where each buffer falls within a
 // page (which sets of the caches its rows share with the others') is the
 // same from one call and one run to the next.
@@ -534,7 +535,9 @@ class CallArena {
   size_t capacity_ = 0, start_ = 0, used_ = 0, needed_ = 0;
 };
 
-// count values of T from the calling thread's CallArena.
+// count values of T from the calling thread's CallArena: only on the thread
+// that called attention() (the workers' buffers are made there, before the
+// threads start), which Begin()s the arena at the start of each call.
 template <typename T>
 T* Allocate(size_t count) {
   return CallArena::OfThisThread().Take<T>(count);
