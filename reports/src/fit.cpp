@@ -121,8 +121,14 @@ std::string bench_conditions(const BenchRun& run, int threads) {
   std::string cpus = run.num_cpus > 0 ? fmt::format(" ({} logical CPUs)", run.num_cpus) : "";
   const std::string load =
       run.load_average ? fmt::format(", load average {}", format_number(*run.load_average, 2)) : "";
-  return fmt::format("{}{}, {} thread{}, {}{}, SIMD target {}, {}, wall time{}", run.cpu_model, cpus, threads,
-                     threads == 1 ? "" : "s", run.compiler, flags, run.simd_target, run.statistic, load);
+  // Where the tensors start decides whether a vector load spans two cache lines.
+  std::string tensors;
+  if (run.tensor_offset_bytes)
+    tensors = *run.tensor_offset_bytes == 0
+                  ? ", tensors on a 64-byte boundary"
+                  : fmt::format(", tensors {} bytes past a 64-byte boundary", format_number(*run.tensor_offset_bytes, 2));
+  return fmt::format("{}{}, {} thread{}, {}{}, SIMD target {}, {}, wall time{}{}", run.cpu_model, cpus, threads,
+                     threads == 1 ? "" : "s", run.compiler, flags, run.simd_target, run.statistic, tensors, load);
 }
 
 std::string verify_conditions(const VerifyRun& run) {

@@ -28,6 +28,9 @@ struct BenchRun {
   /// Context read_bandwidth_gbps_1_thread / _all_threads (GB/s) and read_bandwidth_threads.
   std::optional<double> bandwidth_1, bandwidth_all;
   int bandwidth_threads = 0;
+  /// Context tensor_offset_bytes: bytes past a 64-byte boundary at which the
+  /// bench placed its tensors (absent in files written before it existed).
+  std::optional<double> tensor_offset_bytes;
   int repetitions = 1;                ///< the largest repetition count in the file
   std::string statistic;              ///< "median of 3 repetitions" or "single run"
 };

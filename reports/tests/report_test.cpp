@@ -115,6 +115,9 @@ TEST_CASE("the Markdown headline holds the expected rows and numbers") {
   CHECK_THAT(md, Contains("AMD EPYC 9R45 (fixture) (2 logical CPUs), 1 thread, g++ 12.2.0 -O3 -DNDEBUG, SIMD target "
                           "AVX3_ZEN4, single run (1 repetition), wall time, load average 0.12"));
   CHECK_THAT(md, Contains("2 threads, g++ 12.2.0 -O3 -DNDEBUG, SIMD target AVX3_ZEN4, median of 3 repetitions"));
+  // Where the bench placed its tensors, when the file says (the single-run file predates the field).
+  CHECK_THAT(md, Contains("median of 3 repetitions, wall time, tensors 16 bytes past a 64-byte boundary, load average"));
+  CHECK_THAT(md, !Contains("single run (1 repetition), wall time, tensors"));
   // ... and the widest spread of its repetitions; the single runs state none.
   CHECK_THAT(md, Contains("; repetitions spread by up to 9.8 % (fused, n = "));
   CHECK_THAT(md, Contains("): smaller differences are noise._"));
@@ -462,6 +465,7 @@ TEST_CASE("cross shapes are charted as GB/s vs n_k under the measured bandwidth,
   CHECK_THAT(chart, Contains("40 with lines dt 2 lw 2 lc rgb \"#000000\" title \"read bandwidth, 1 thread: 40.0 GB/s\""));
   CHECK_THAT(chart, Contains("title \"read bandwidth, 2 threads: 50.0 GB/s\""));
   CHECK_THAT(chart, Contains("AMD EPYC (2 logical CPUs), 1 and 2 threads, GNU 12.2.0"));
+  CHECK_THAT(chart, Contains("wall time, tensors on a 64-byte boundary"));
   CHECK_THAT(chart, Contains("read bandwidth 40.0 GB/s on 1 thread, 50.0 GB/s on 2, FMA peak 200 GFLOP/s per core, batch 1, heads 8"));
   // Columns n_k, GB/s, memory-bound GB/s, FMA-bound GB/s, FMA roof in GB/s (200 / 37.5).
   CHECK_THAT(chart, Contains("16384 32 32 NaN NaN\n"));
