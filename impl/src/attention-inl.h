@@ -977,8 +977,8 @@ bool RunStreamed(const KernelArgs& a, const Layout& lay, int64_t threads) {
   const int64_t slices = a.problem->shape.batch * a.problem->shape.heads;
   // One chunk per slice, so that each panel is packed once, on one thread or
   // when there are slices enough for every thread; chunks of kChunkRows otherwise.
-  const bool whole_slices = threads == 1 || slices >= 2 * threads;
-  const size_t chunk_rows = whole_slices ? hwy::DivCeil(lay.nq, kTileRows) * kTileRows : kChunk;
+  const size_t chunk_rows =
+      whole_slices_per_thread(a.problem->shape, threads) ? hwy::DivCeil(lay.nq, kTileRows) * kTileRows : kChunk;
   const auto chunks = static_cast<int64_t>(hwy::DivCeil(lay.nq, chunk_rows));
   const size_t out_size = static_cast<size_t>(slices) * lay.nq * lay.dv;
   const size_t lse_size = a.lse ? static_cast<size_t>(slices) * lay.nq : 0;

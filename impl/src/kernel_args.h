@@ -33,13 +33,18 @@ inline constexpr int64_t kStreamMaxRows = 8 * kChunkRows;
 /// of 2–8 MiB 0.99–1.04× (docs/performance.md, "Few slices on many threads").
 inline constexpr int64_t kPackOnceMaxFloats = 64 * 1024;
 
+/// Whether every one of `threads` threads can take whole slices (one thread,
+/// or two slices or more per thread), so that a streamed chunk is a slice.
+inline bool whole_slices_per_thread(const Shape& s, int64_t threads) {
+  return threads == 1 || s.batch * s.heads >= 2 * threads;
+}
+
 /// Whether a tiled call streams K and V (RunStreamed: each chunk packs its
 /// own panels and checks the values as it reads them) on `threads` threads,
 /// rather than packing groups of slices first (RunTiled).
 inline bool streams_kv(const Shape& s, int64_t threads) {
   if (s.n_q > kStreamMaxRows) return false;
-  const bool whole_slices = threads == 1 || s.batch * s.heads >= 2 * threads;
-  return whole_slices || s.n_k * s.d_k > kPackOnceMaxFloats;
+  return whole_slices_per_thread(s, threads) || s.n_k * s.d_k > kPackOnceMaxFloats;
 }
 
 /// Decode path (decode-inl.h, RunDecode): K and V streamed once, row-major,
