@@ -217,22 +217,43 @@ HWY_INLINE void ScoreFourKeys(DF d, const float* HWY_RESTRICT q, size_t qs, cons
 }
 #endif
 
+// One query row's dot products with the next block's keys, computed during
+// this block's P · V (one key beside each value row) so that K and V stream
+// from memory at once: one stream at a time, with the scores of a block and
+// its P · V in turn, took 1.15-1.25x the time (docs/performance-decode.md).
+struct NextScores {
+  const float* HWY_RESTRICT q = nullptr;  // the query row, padded to whole vectors
+  const float* HWY_RESTRICT k = nullptr;  // the next block's first key
+  size_t dk = 0, count = 0;               // count = 0: nothing to score
+  float* HWY_RESTRICT s = nullptr;        // s[j] = q · k_j, as DotRow
+
+  HWY_INLINE void Key(DF d, size_t j) const {
+    if (j < count) s[j] = DotRow(d, q, k + j * dk, dk);
+  }
+  HWY_INLINE void From(DF d, size_t j) const {
+    for (; j < count; ++j) s[j] = DotRow(d, q, k + j * dk, dk);
+  }
+};
+
 // One query row's o[0 .. kVecs·N) = alpha · o + Σ_{j<kcount} p[j] · v[j][...]
 // (v stride vs): the single-row decode step, up to 8 vectors of a V row at a
-// time so that V is read in address order.
+// time so that V is read in address order. Meanwhile `next` scores the next
+// block's keys, one beside each value row.
 template <size_t kVecs>
 HWY_INLINE void AccumulateOneRow(DF d, const float* HWY_RESTRICT p, size_t kcount,
                                  const float* HWY_RESTRICT v, size_t vs, float* HWY_RESTRICT o,
-                                 float alpha) {
+                                 float alpha, const NextScores& next = NextScores()) {
   const size_t N = hn::Lanes(d);
   VF acc[kVecs];
   const VF a = hn::Set(d, alpha);
   for (size_t c = 0; c < kVecs; ++c) acc[c] = hn::Mul(hn::Load(d, o + c * N), a);
   for (size_t j = 0; j < kcount; ++j) {
+    next.Key(d, j);
     const VF pv = hn::Set(d, p[j]);
     const float* HWY_RESTRICT vrow = v + j * vs;
     for (size_t c = 0; c < kVecs; ++c) acc[c] = hn::MulAdd(pv, hn::LoadU(d, vrow + c * N), acc[c]);
   }
+  next.From(d, kcount);
   for (size_t c = 0; c < kVecs; ++c) hn::Store(acc[c], d, o + c * N);
 }
 
@@ -244,19 +265,21 @@ HWY_INLINE void AccumulateOneRow(DF d, const float* HWY_RESTRICT p, size_t kcoun
 // AccumulateOneRow, so the result is the same bit for bit.
 HWY_INLINE void AccumulateOneRowInOrder(DF d, const float* HWY_RESTRICT p, size_t kcount,
                                         const float* HWY_RESTRICT v, size_t dv, float* HWY_RESTRICT o,
-                                        float alpha) {
+                                        float alpha, const NextScores& next) {
   const size_t N = hn::Lanes(d);
   const size_t whole = dv / N * N;
   const VF a = hn::Set(d, alpha);
   for (size_t c = 0; c < whole; c += N) hn::Store(hn::Mul(hn::Load(d, o + c), a), d, o + c);
   for (size_t c = whole; c < dv; ++c) o[c] *= alpha;
   for (size_t j = 0; j < kcount; ++j) {
+    next.Key(d, j);
     const VF pv = hn::Set(d, p[j]);
     const float* HWY_RESTRICT vrow = v + j * dv;
     for (size_t c = 0; c < whole; c += N)
       hn::Store(hn::MulAdd(pv, hn::LoadU(d, vrow + c), hn::Load(d, o + c)), d, o + c);
     for (size_t c = whole; c < dv; ++c) o[c] += p[j] * vrow[c];
   }
+  next.From(d, kcount);
 }
 
 // The partial results of every (slice, split, row), written by the workers and
@@ -316,6 +339,7 @@ class DecodeWorker {
     pv_all_rows_ = columns_ && N == 16 && rows4_ == 16;  // 13-16 rows: 16 accumulators and a vector of V
     o_ = Allocate<float>(row_state * lay.dvp);
     if (!columns_) s_ = Allocate<float>(rows4_ * kPanelKeys);  // BlockInLanes scores into st_
+    if (rows_ == 1) s_next_ = Allocate<float>(rows4_ * kPanelKeys);
     m_ = Allocate<float>(row_state);
     l_ = Allocate<float>(row_state);
     alpha_ = Allocate<float>(row_state);
@@ -380,6 +404,7 @@ class DecodeWorker {
     if (k1 < kend)
       finite = AllFiniteValues(d_, k + k1 * dk, (kend - k1) * dk) && AllFiniteValues(d_, v + k1 * dv, (kend - k1) * dv);
     const size_t dv_vecs = dv / N;
+    bool scored_ahead = false;  // one row: s_ holds this block's dot products, from the last P · V
     for (size_t j0 = k0; j0 < k1; j0 += kPanelKeys) {
       const size_t kcount = std::min(kPanelKeys, k1 - j0);
 #if HWY_TARGET != HWY_SCALAR
@@ -389,7 +414,8 @@ class DecodeWorker {
       }
 #endif
       // 1. Dot products along d; lanes past kcount and padding rows are -inf.
-      ScoreBlock(k, v, j0, kcount, k1);
+      if (!scored_ahead) ScoreBlock(k, v, j0, kcount, k1);
+      scored_ahead = false;
       for (size_t r = 0; r < rows4_; ++r) {
         float* srow = s_ + r * kPanelKeys;
         std::fill(srow + (r < rows_ ? kcount : 0), srow + kPanelKeys, kNegInf);
@@ -438,22 +464,30 @@ class DecodeWorker {
       }
       // 4. o = alpha·o + P · V over the block's keys, V read in place.
       const float* vblock = v + j0 * dv;
-      if (v_in_order_) {
-        AccumulateOneRowInOrder(d_, s_, kcount, vblock, dv, o_, alpha_[0]);
-        continue;
-      }
-      if (rows_ == 1) {  // one row: no padding rows, wider column blocks
-        size_t c = 0;
-        for (; c + 8 <= dv_vecs; c += 8)
-          AccumulateOneRow<8>(d_, s_, kcount, vblock + c * N, dv, o_ + c * N, alpha_[0]);
-        for (; c + 4 <= dv_vecs; c += 4)
-          AccumulateOneRow<4>(d_, s_, kcount, vblock + c * N, dv, o_ + c * N, alpha_[0]);
-        for (; c < dv_vecs; ++c)
-          AccumulateOneRow<1>(d_, s_, kcount, vblock + c * N, dv, o_ + c * N, alpha_[0]);
-        for (size_t col = dv_vecs * N; col < dv; ++col) {  // columns past the last whole vector
-          float acc = o_[col] * alpha_[0];
-          for (size_t j = 0; j < kcount; ++j) acc += s_[j] * vblock[j * dv + col];
-          o_[col] = acc;
+      if (rows_ == 1) {  // the next block's dot products (NextScores) during P · V
+        NextScores next;
+        if (j0 + kPanelKeys < k1)
+          next = {q_, k + (j0 + kPanelKeys) * dk, dk, std::min(kPanelKeys, k1 - j0 - kPanelKeys), s_next_};
+        if (v_in_order_ || dv_vecs == 0) {
+          AccumulateOneRowInOrder(d_, s_, kcount, vblock, dv, o_, alpha_[0], next);
+        } else {  // no padding rows: wider column blocks, up to 8 vectors (!v_in_order_)
+          size_t c = dv_vecs >= 8 ? 8 : dv_vecs >= 4 ? 4 : 1;
+          if (c == 8) AccumulateOneRow<8>(d_, s_, kcount, vblock, dv, o_, alpha_[0], next);
+          if (c == 4) AccumulateOneRow<4>(d_, s_, kcount, vblock, dv, o_, alpha_[0], next);
+          if (c == 1) AccumulateOneRow<1>(d_, s_, kcount, vblock, dv, o_, alpha_[0], next);
+          for (; c + 4 <= dv_vecs; c += 4)
+            AccumulateOneRow<4>(d_, s_, kcount, vblock + c * N, dv, o_ + c * N, alpha_[0]);
+          for (; c < dv_vecs; ++c)
+            AccumulateOneRow<1>(d_, s_, kcount, vblock + c * N, dv, o_ + c * N, alpha_[0]);
+          for (size_t col = dv_vecs * N; col < dv; ++col) {  // columns past the last whole vector
+            float acc = o_[col] * alpha_[0];
+            for (size_t j = 0; j < kcount; ++j) acc += s_[j] * vblock[j * dv + col];
+            o_[col] = acc;
+          }
+        }
+        if (next.count > 0) {  // the next block's scores are in s_next_: swap them in
+          std::swap(s_, s_next_);
+          scored_ahead = true;
         }
         continue;
       }
@@ -619,10 +653,10 @@ class DecodeWorker {
   // (docs/performance-decode.md). A member function, not a lambda: GCC 12
   // compiled the prefetches of a lambda here to nothing (no prefetch
   // instruction in the object file), and the decode path lost a third of its
-  // speed against memory. None for one query row: its scores and P · V keep
-  // up with two address-order streams the hardware prefetchers follow, and
-  // on Zen 4 it took 0.70-0.89x the time without them (2-4 rows: 1.0-1.3x,
-  // so they keep them; docs/performance-decode.md).
+  // speed against memory. None for one query row: its K and V are read in
+  // address order at once (NextScores), which the hardware prefetchers
+  // follow, and on Zen 4 it took 0.70-0.89x the time without them (2-4 rows:
+  // 1.0-1.3x, so they keep them; docs/performance-decode.md).
   HWY_INLINE void PrefetchKey(const float* k, const float* v, size_t key, size_t k1) const {
     // K and V both read in address order: the hardware prefetchers follow
     if (v_in_order_ || rows_ == 1) return;
@@ -1071,6 +1105,7 @@ class DecodeWorker {
   const float* next_v_ = nullptr;
   size_t next_keys_ = 0;
   float* q_ = nullptr, *o_ = nullptr, *s_ = nullptr, *m_ = nullptr, *l_ = nullptr, *alpha_ = nullptr;
+  float* s_next_ = nullptr;  // one row: the next block's dot products (NextScores)
   float* qt_ = nullptr, *st_ = nullptr, *ot_ = nullptr;  // rows in the lanes: Qᵀ, Sᵀ of a block, Oᵀ
   int64_t* limits_ = nullptr;
   uint8_t* exact_ = nullptr;
