@@ -411,16 +411,16 @@ HWY_INLINE void SoftmaxTile(DF d, float* HWY_RESTRICT s, float multiplier, float
 }
 
 // o[r][0 .. kVecs·N) = alpha[r] · o[r][...] + Σ_{j<kcount} p[r][j] · v[j][...]
-// for kGroupRows rows; p[r][j] is p[r · p_row + j · p_key] (the tiled path's
+// for kRows rows; p[r][j] is p[r · p_row + j · p_key] (the tiled path's
 // score tile: p_row = kPanelKeys, p_key = 1), v has stride vs, o stride os.
 // One step of `ahead` a key.
-template <size_t kVecs, class Ahead>
+template <size_t kVecs, class Ahead, size_t kRows = kGroupRows>
 HWY_INLINE void AccumulateGroup(DF d, const float* HWY_RESTRICT p, size_t p_row, size_t p_key, size_t kcount,
                                 const float* HWY_RESTRICT v, size_t vs, float* HWY_RESTRICT o,
                                 size_t os, const float* HWY_RESTRICT alpha, Ahead& ahead) {
   const size_t N = hn::Lanes(d);
-  VF acc[kGroupRows][kVecs];
-  for (size_t r = 0; r < kGroupRows; ++r) {
+  VF acc[kRows][kVecs];
+  for (size_t r = 0; r < kRows; ++r) {
     const VF a = hn::Set(d, alpha[r]);
     for (size_t c = 0; c < kVecs; ++c) acc[r][c] = hn::Mul(hn::Load(d, o + r * os + c * N), a);
   }
@@ -429,12 +429,12 @@ HWY_INLINE void AccumulateGroup(DF d, const float* HWY_RESTRICT p, size_t p_row,
     const float* HWY_RESTRICT vrow = v + j * vs;
     VF vv[kVecs];
     for (size_t c = 0; c < kVecs; ++c) vv[c] = hn::LoadU(d, vrow + c * N);
-    for (size_t r = 0; r < kGroupRows; ++r) {
+    for (size_t r = 0; r < kRows; ++r) {
       const VF pv = hn::Set(d, p[r * p_row + j * p_key]);
       for (size_t c = 0; c < kVecs; ++c) acc[r][c] = hn::MulAdd(pv, vv[c], acc[r][c]);
     }
   }
-  for (size_t r = 0; r < kGroupRows; ++r)
+  for (size_t r = 0; r < kRows; ++r)
     for (size_t c = 0; c < kVecs; ++c) hn::Store(acc[r][c], d, o + r * os + c * N);
 }
 

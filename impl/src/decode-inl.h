@@ -241,22 +241,39 @@ HWY_INLINE void ScoreFourKeys(DF d, const float* HWY_RESTRICT q, size_t qs, cons
 }
 #endif
 
-// One query row's dot products with the next block's keys, computed during
-// this block's P · V (one key beside each value row) so that K and V stream
-// from memory at once: one stream at a time, with the scores of a block and
-// its P · V in turn, took 1.15-1.25x the time (docs/performance-decode.md).
+// The dot products of one to three query rows with the next block's keys,
+// computed during this block's P · V (one key beside each value row) so that
+// K and V stream from memory at once: one stream at a time, with the scores
+// of a block and its P · V in turn, took 1.12-1.26x the time at one row and
+// 1.19-1.31x at two or three (docs/performance-decode.md). Four rows keep
+// the two phases: with their software prefetch they were 1.01-1.18x faster.
 struct NextScores {
   const float* HWY_RESTRICT q = nullptr;  // the query row, padded to whole vectors
   const float* HWY_RESTRICT k = nullptr;  // the next block's first key
   size_t dk = 0, count = 0;               // count = 0: nothing to score
   float* HWY_RESTRICT s = nullptr;        // s[j] = q · k_j, as DotRow
+  size_t rows = 1, qs = 0, ss = 0;        // more rows: q + r·qs and s + r·ss
 
   HWY_INLINE void Key(DF d, size_t j) const {
-    if (j < count) s[j] = DotRow(d, q, k + j * dk, dk);
+    if (j >= count) return;
+    for (size_t r = 0; r < rows; ++r) s[r * ss + j] = DotRow(d, q + r * qs, k + j * dk, dk);
   }
   HWY_INLINE void From(DF d, size_t j) const {
-    for (; j < count; ++j) s[j] = DotRow(d, q, k + j * dk, dk);
+    for (; j < count; ++j) Key(d, j);
   }
+};
+
+// NextScores as the `ahead` of AccumulateGroup: one key scored a step.
+class ScoreAhead {
+ public:
+  ScoreAhead(DF d, const NextScores& next) : d_(d), next_(next) {}
+  HWY_INLINE void Step() { next_.Key(d_, j_++); }
+  void Finish() const { next_.From(d_, j_); }
+
+ private:
+  DF d_;
+  const NextScores& next_;
+  size_t j_ = 0;
 };
 
 // One query row's o[0 .. kVecs·N) = alpha · o + Σ_{j<kcount} p[j] · v[j][...]
@@ -361,9 +378,11 @@ class DecodeWorker {
     }
 #endif
     pv_all_rows_ = columns_ && N == 16 && rows4_ == 16;  // 13-16 rows: 16 accumulators and a vector of V
+    few_rows_ahead_ = (rows_ == 2 || rows_ == 3) && !columns_ && !four_keys_ && lay.dv % N == 0 &&
+                      (lay.dv / N == 4 || lay.dv / N == 8);
     o_ = Allocate<float>(row_state * lay.dvp);
     if (!columns_) s_ = Allocate<float>(rows4_ * kPanelKeys);  // BlockInLanes scores into st_
-    if (rows_ == 1) s_next_ = Allocate<float>(rows4_ * kPanelKeys);
+    if (rows_ == 1 || few_rows_ahead_) s_next_ = Allocate<float>(rows4_ * kPanelKeys);
     m_ = Allocate<float>(row_state);
     l_ = Allocate<float>(row_state);
     alpha_ = Allocate<float>(row_state);
@@ -488,6 +507,25 @@ class DecodeWorker {
       }
       // 4. o = alpha·o + P · V over the block's keys, V read in place.
       const float* vblock = v + j0 * dv;
+      if (few_rows_ahead_) {  // 2 or 3 rows as one: the next block's dot products during P · V
+        NextScores next;
+        if (j0 + kPanelKeys < k1)
+          next = {q_, k + (j0 + kPanelKeys) * dk, dk, std::min(kPanelKeys, k1 - j0 - kPanelKeys), s_next_,
+                  rows_, dkp_, kPanelKeys};
+        // P · V in one pass over V (up to 24 accumulators), AccumulateGroup's
+        // steps for each output as for four rows: same bits.
+        ScoreAhead ahead(d_, next);
+        if (rows_ == 2 && dv_vecs == 8) AccumulateGroup<8, ScoreAhead, 2>(d_, s_, kPanelKeys, 1, kcount, vblock, dv, o_, dvp, alpha_, ahead);
+        if (rows_ == 2 && dv_vecs == 4) AccumulateGroup<4, ScoreAhead, 2>(d_, s_, kPanelKeys, 1, kcount, vblock, dv, o_, dvp, alpha_, ahead);
+        if (rows_ == 3 && dv_vecs == 8) AccumulateGroup<8, ScoreAhead, 3>(d_, s_, kPanelKeys, 1, kcount, vblock, dv, o_, dvp, alpha_, ahead);
+        if (rows_ == 3 && dv_vecs == 4) AccumulateGroup<4, ScoreAhead, 3>(d_, s_, kPanelKeys, 1, kcount, vblock, dv, o_, dvp, alpha_, ahead);
+        ahead.Finish();
+        if (next.count > 0) {
+          std::swap(s_, s_next_);
+          scored_ahead = true;
+        }
+        continue;
+      }
       if (rows_ == 1) {  // the next block's dot products (NextScores) during P · V
         NextScores next;
         if (j0 + kPanelKeys < k1)
@@ -1137,7 +1175,10 @@ class DecodeWorker {
   const float* next_v_ = nullptr;
   size_t next_keys_ = 0;
   float* q_ = nullptr, *o_ = nullptr, *s_ = nullptr, *m_ = nullptr, *l_ = nullptr, *alpha_ = nullptr;
-  float* s_next_ = nullptr;  // one row: the next block's dot products (NextScores)
+  // 2 or 3 rows with d_v of 4 or 8 whole vectors, scored key by key: P · V
+  // in one AccumulateGroup pass, which scores the next block meanwhile (ScoreAhead).
+  bool few_rows_ahead_ = false;
+  float* s_next_ = nullptr;  // one row or few_rows_ahead_: the next block's dot products (NextScores)
   float* qt_ = nullptr, *st_ = nullptr, *ot_ = nullptr;  // rows in the lanes: Qᵀ, Sᵀ of a block, Oᵀ
   int64_t* limits_ = nullptr;
   uint8_t* exact_ = nullptr;
