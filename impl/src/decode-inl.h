@@ -447,7 +447,7 @@ class DecodeWorker {
     if (k1 < kend)
       finite = AllFiniteValues(d_, k + k1 * dk, (kend - k1) * dk) && AllFiniteValues(d_, v + k1 * dv, (kend - k1) * dv);
     const size_t dv_vecs = dv / N;
-    bool scored_ahead = false;  // one row: s_ holds this block's dot products, from the last P · V
+    bool scored_ahead = false;  // s_ holds this block's dot products, from the last P · V (NextScores)
     for (size_t j0 = k0; j0 < k1; j0 += kPanelKeys) {
       const size_t kcount = std::min(kPanelKeys, k1 - j0);
 #if HWY_TARGET != HWY_SCALAR
@@ -515,10 +515,14 @@ class DecodeWorker {
         // P · V in one pass over V (up to 24 accumulators), AccumulateGroup's
         // steps for each output as for four rows: same bits.
         ScoreAhead ahead(d_, next);
-        if (rows_ == 2 && dv_vecs == 8) AccumulateGroup<8, ScoreAhead, 2>(d_, s_, kPanelKeys, 1, kcount, vblock, dv, o_, dvp, alpha_, ahead);
-        if (rows_ == 2 && dv_vecs == 4) AccumulateGroup<4, ScoreAhead, 2>(d_, s_, kPanelKeys, 1, kcount, vblock, dv, o_, dvp, alpha_, ahead);
-        if (rows_ == 3 && dv_vecs == 8) AccumulateGroup<8, ScoreAhead, 3>(d_, s_, kPanelKeys, 1, kcount, vblock, dv, o_, dvp, alpha_, ahead);
-        if (rows_ == 3 && dv_vecs == 4) AccumulateGroup<4, ScoreAhead, 3>(d_, s_, kPanelKeys, 1, kcount, vblock, dv, o_, dvp, alpha_, ahead);
+        if (rows_ == 2 && dv_vecs == 8)
+          AccumulateGroup<8, ScoreAhead, 2>(d_, s_, kPanelKeys, 1, kcount, vblock, dv, o_, dvp, alpha_, ahead);
+        if (rows_ == 2 && dv_vecs == 4)
+          AccumulateGroup<4, ScoreAhead, 2>(d_, s_, kPanelKeys, 1, kcount, vblock, dv, o_, dvp, alpha_, ahead);
+        if (rows_ == 3 && dv_vecs == 8)
+          AccumulateGroup<8, ScoreAhead, 3>(d_, s_, kPanelKeys, 1, kcount, vblock, dv, o_, dvp, alpha_, ahead);
+        if (rows_ == 3 && dv_vecs == 4)
+          AccumulateGroup<4, ScoreAhead, 3>(d_, s_, kPanelKeys, 1, kcount, vblock, dv, o_, dvp, alpha_, ahead);
         ahead.Finish();
         if (next.count > 0) {
           std::swap(s_, s_next_);
@@ -726,7 +730,8 @@ class DecodeWorker {
   // speed against memory. None for one query row: its K and V are read in
   // address order at once (NextScores), which the hardware prefetchers
   // follow, and on Zen 4 it took 0.70-0.89x the time without them (2-4 rows:
-  // 1.0-1.3x, so they keep them; docs/performance-decode.md).
+  // 1.0-1.3x, so they keep them; with few_rows_ahead_, 2 and 3 rows use them
+  // only while scoring a split's first block; docs/performance-decode.md).
   HWY_INLINE void PrefetchKey(const float* k, const float* v, size_t key, size_t k1) const {
     // K and V both read in address order: the hardware prefetchers follow
     if (v_in_order_ || rows_ == 1) return;
