@@ -155,39 +155,22 @@ HWY_INLINE VF SumBlocks(DF d, const VF* HWY_RESTRICT w) {
   }
 }
 
-// DotFourRows for d_k = kVecs whole vectors: the loop along d unrolled and
-// no elements past the last vector. Same steps in the same order, same bits.
-// Four rows against keys in L2 or L3 (n_k = 256-4096, d = 64 and 128):
-// DotFourRows took 1.16-1.39x its time; against memory the two are even
-// (docs/performance-decode.md).
-template <size_t kVecs>
-HWY_INLINE void DotFourRowsWhole(DF d, const float* HWY_RESTRICT q, size_t qs, const float* HWY_RESTRICT k,
-                                 float* HWY_RESTRICT s, size_t ss) {
-  const size_t N = hn::Lanes(d);
-  VF a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
-  HWY_UNROLL(8)
-  for (size_t i = 0; i < kVecs; ++i) {
-    const size_t x = i * N;
-    const VF kv = hn::LoadU(d, k + x);
-    a0 = hn::MulAdd(hn::Load(d, q + x), kv, a0);
-    a1 = hn::MulAdd(hn::Load(d, q + qs + x), kv, a1);
-    a2 = hn::MulAdd(hn::Load(d, q + 2 * qs + x), kv, a2);
-    a3 = hn::MulAdd(hn::Load(d, q + 3 * qs + x), kv, a3);
-  }
-  HWY_ALIGN float sums[4];
-  hn::Store(SumBlocksInOrder(d, SumFourInBlocks(d, a0, a1, a2, a3)), hn::Full128<float>(), sums);
-  for (size_t i = 0; i < 4; ++i) s[i * ss] = sums[i];
-}
-
 // Four dot products s[i·ss] = q_i · k (i < 4, q_i = q + i·qs, padded and
 // aligned): k is loaded once for the four rows, and the four sums are reduced
-// together (SumFourInBlocks) instead of one horizontal sum each.
+// together (SumFourInBlocks) instead of one horizontal sum each. With kVecs >
+// 0, d_k is kVecs whole vectors: the loop along d is unrolled, with no tail
+// (same steps, same bits); four rows against keys in L2 or L3 (n_k =
+// 256-4096, d = 64 and 128) took 1.16-1.39x the time with the general loop,
+// against memory the same (docs/performance-decode.md).
+template <size_t kVecs = 0>
 HWY_INLINE void DotFourRows(DF d, const float* HWY_RESTRICT q, size_t qs, const float* HWY_RESTRICT k,
                             size_t dk, float* HWY_RESTRICT s, size_t ss) {
   const size_t N = hn::Lanes(d);
+  const size_t whole = kVecs > 0 ? kVecs : dk / N;
   VF a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
-  size_t x = 0;
-  for (; x + N <= dk; x += N) {
+  HWY_UNROLL(8)
+  for (size_t i = 0; i < whole; ++i) {
+    const size_t x = i * N;
     const VF kv = hn::LoadU(d, k + x);
     a0 = hn::MulAdd(hn::Load(d, q + x), kv, a0);
     a1 = hn::MulAdd(hn::Load(d, q + qs + x), kv, a1);
@@ -201,7 +184,8 @@ HWY_INLINE void DotFourRows(DF d, const float* HWY_RESTRICT q, size_t qs, const 
   hn::Store(SumBlocksInOrder(d, SumFourInBlocks(d, a0, a1, a2, a3)), hn::Full128<float>(), sums);
   for (size_t i = 0; i < 4; ++i) {
     float sum = sums[i];
-    for (size_t t = x; t < dk; ++t) sum += q[i * qs + t] * k[t];
+    if constexpr (kVecs == 0)
+      for (size_t t = whole * N; t < dk; ++t) sum += q[i * qs + t] * k[t];
     s[i * ss] = sum;
   }
 }
@@ -507,50 +491,15 @@ class DecodeWorker {
       }
       // 4. o = alpha·o + P · V over the block's keys, V read in place.
       const float* vblock = v + j0 * dv;
-      if (few_rows_ahead_) {  // 2 or 3 rows as one: the next block's dot products during P · V
+      if (rows_ == 1 || few_rows_ahead_) {  // the next block's dot products (NextScores) during P · V
         NextScores next;
         if (j0 + kPanelKeys < k1)
           next = {q_, k + (j0 + kPanelKeys) * dk, dk, std::min(kPanelKeys, k1 - j0 - kPanelKeys), s_next_,
                   rows_, dkp_, kPanelKeys};
-        // P · V in one pass over V (up to 24 accumulators), AccumulateGroup's
-        // steps for each output as for four rows: same bits.
-        ScoreAhead ahead(d_, next);
-        if (rows_ == 2 && dv_vecs == 8)
-          AccumulateGroup<8, ScoreAhead, 2>(d_, s_, kPanelKeys, 1, kcount, vblock, dv, o_, dvp, alpha_, ahead);
-        if (rows_ == 2 && dv_vecs == 4)
-          AccumulateGroup<4, ScoreAhead, 2>(d_, s_, kPanelKeys, 1, kcount, vblock, dv, o_, dvp, alpha_, ahead);
-        if (rows_ == 3 && dv_vecs == 8)
-          AccumulateGroup<8, ScoreAhead, 3>(d_, s_, kPanelKeys, 1, kcount, vblock, dv, o_, dvp, alpha_, ahead);
-        if (rows_ == 3 && dv_vecs == 4)
-          AccumulateGroup<4, ScoreAhead, 3>(d_, s_, kPanelKeys, 1, kcount, vblock, dv, o_, dvp, alpha_, ahead);
-        ahead.Finish();
-        if (next.count > 0) {
-          std::swap(s_, s_next_);
-          scored_ahead = true;
-        }
-        continue;
-      }
-      if (rows_ == 1) {  // the next block's dot products (NextScores) during P · V
-        NextScores next;
-        if (j0 + kPanelKeys < k1)
-          next = {q_, k + (j0 + kPanelKeys) * dk, dk, std::min(kPanelKeys, k1 - j0 - kPanelKeys), s_next_};
-        if (v_in_order_ || dv_vecs == 0) {
-          AccumulateOneRowInOrder(d_, s_, kcount, vblock, dv, o_, alpha_[0], next);
-        } else {  // no padding rows: wider column blocks, up to 8 vectors (!v_in_order_)
-          size_t c = dv_vecs >= 8 ? 8 : dv_vecs >= 4 ? 4 : 1;
-          if (c == 8) AccumulateOneRow<8>(d_, s_, kcount, vblock, dv, o_, alpha_[0], next);
-          if (c == 4) AccumulateOneRow<4>(d_, s_, kcount, vblock, dv, o_, alpha_[0], next);
-          if (c == 1) AccumulateOneRow<1>(d_, s_, kcount, vblock, dv, o_, alpha_[0], next);
-          for (; c + 4 <= dv_vecs; c += 4)
-            AccumulateOneRow<4>(d_, s_, kcount, vblock + c * N, dv, o_ + c * N, alpha_[0]);
-          for (; c < dv_vecs; ++c)
-            AccumulateOneRow<1>(d_, s_, kcount, vblock + c * N, dv, o_ + c * N, alpha_[0]);
-          for (size_t col = dv_vecs * N; col < dv; ++col) {  // columns past the last whole vector
-            float acc = o_[col] * alpha_[0];
-            for (size_t j = 0; j < kcount; ++j) acc += s_[j] * vblock[j * dv + col];
-            o_[col] = acc;
-          }
-        }
+        if (rows_ == 1)
+          AccumulateOneRowScoringNext(vblock, kcount, next);
+        else
+          AccumulateFewRowsScoringNext(vblock, kcount, next);
         if (next.count > 0) {  // the next block's scores are in s_next_: swap them in
           std::swap(s_, s_next_);
           scored_ahead = true;
@@ -581,6 +530,46 @@ class DecodeWorker {
       std::copy(o_ + r * dvp, o_ + (r + 1) * dvp, out.o + (base + r) * dvp);
     }
     return finite;
+  }
+
+  // One row's o_ = alpha · o_ + P · V over a block (s_: P, vblock: its values),
+  // `next` scoring the next block meanwhile. Inlined: out of line, one row
+  // against 65536 keys took 1.3-1.9x the time in three alternated runs.
+  HWY_INLINE void AccumulateOneRowScoringNext(const float* HWY_RESTRICT vblock, size_t kcount, const NextScores& next) {
+    const size_t N = hn::Lanes(d_);
+    const size_t dv = lay_.dv, dv_vecs = dv / N;
+    if (v_in_order_ || dv_vecs == 0) return AccumulateOneRowInOrder(d_, s_, kcount, vblock, dv, o_, alpha_[0], next);
+    // No padding rows: wider column blocks, up to 8 vectors (!v_in_order_);
+    // the first carries `next`.
+    size_t c = dv_vecs >= 8 ? 8 : dv_vecs >= 4 ? 4 : 1;
+    if (c == 8) AccumulateOneRow<8>(d_, s_, kcount, vblock, dv, o_, alpha_[0], next);
+    if (c == 4) AccumulateOneRow<4>(d_, s_, kcount, vblock, dv, o_, alpha_[0], next);
+    if (c == 1) AccumulateOneRow<1>(d_, s_, kcount, vblock, dv, o_, alpha_[0], next);
+    for (; c + 4 <= dv_vecs; c += 4) AccumulateOneRow<4>(d_, s_, kcount, vblock + c * N, dv, o_ + c * N, alpha_[0]);
+    for (; c < dv_vecs; ++c) AccumulateOneRow<1>(d_, s_, kcount, vblock + c * N, dv, o_ + c * N, alpha_[0]);
+    for (size_t col = dv_vecs * N; col < dv; ++col) {  // columns past the last whole vector
+      float acc = o_[col] * alpha_[0];
+      for (size_t j = 0; j < kcount; ++j) acc += s_[j] * vblock[j * dv + col];
+      o_[col] = acc;
+    }
+  }
+
+  // 2 or 3 rows (few_rows_ahead_): P · V in one pass over V (up to 24
+  // accumulators), AccumulateGroup's steps for each output as for four rows
+  // (same bits), `next` scoring the next block a key a step.
+  HWY_INLINE void AccumulateFewRowsScoringNext(const float* HWY_RESTRICT vblock, size_t kcount,
+                                               const NextScores& next) {
+    const size_t dv = lay_.dv, dvp = lay_.dvp, dv_vecs = dv / hn::Lanes(d_);
+    ScoreAhead ahead(d_, next);
+    if (rows_ == 2 && dv_vecs == 8)
+      AccumulateGroup<8, ScoreAhead, 2>(d_, s_, kPanelKeys, 1, kcount, vblock, dv, o_, dvp, alpha_, ahead);
+    if (rows_ == 2 && dv_vecs == 4)
+      AccumulateGroup<4, ScoreAhead, 2>(d_, s_, kPanelKeys, 1, kcount, vblock, dv, o_, dvp, alpha_, ahead);
+    if (rows_ == 3 && dv_vecs == 8)
+      AccumulateGroup<8, ScoreAhead, 3>(d_, s_, kPanelKeys, 1, kcount, vblock, dv, o_, dvp, alpha_, ahead);
+    if (rows_ == 3 && dv_vecs == 4)
+      AccumulateGroup<4, ScoreAhead, 3>(d_, s_, kPanelKeys, 1, kcount, vblock, dv, o_, dvp, alpha_, ahead);
+    ahead.Finish();
   }
 
   // The slice's query rows (q) as each scoring method reads them: q_ padded,
@@ -694,9 +683,9 @@ class DecodeWorker {
       for (; r + 4 <= rows_; r += 4) {  // d_k of 4 or 8 whole vectors: unrolled
         float* sr = s_ + r * kPanelKeys + j;
         if (dk == 8 * N)
-          DotFourRowsWhole<8>(d_, q_ + r * dkp_, dkp_, kj, sr, kPanelKeys);
+          DotFourRows<8>(d_, q_ + r * dkp_, dkp_, kj, dk, sr, kPanelKeys);
         else if (dk == 4 * N)
-          DotFourRowsWhole<4>(d_, q_ + r * dkp_, dkp_, kj, sr, kPanelKeys);
+          DotFourRows<4>(d_, q_ + r * dkp_, dkp_, kj, dk, sr, kPanelKeys);
         else
           DotFourRows(d_, q_ + r * dkp_, dkp_, kj, dk, sr, kPanelKeys);
       }
