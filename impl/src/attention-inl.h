@@ -700,9 +700,12 @@ inline float* CallScratch(size_t count) {
 // small as keeps the threads busy.
 class PackedGroup {
  public:
-  PackedGroup(const KernelArgs& a, const Layout& lay, int64_t slices)
+  // shared: Kᵀ goes to the calling thread's scratch (the threads' common
+  // group); otherwise to the call's arena (one thread's own copy).
+  PackedGroup(const KernelArgs& a, const Layout& lay, int64_t slices, bool shared = true)
       : a_(a), lay_(lay), kt_size_(lay.panels * kPanelKeys * lay.dk) {
-    kt_ = CallScratch(std::max<size_t>(static_cast<size_t>(slices) * kt_size_, 1));
+    const size_t kt_floats = std::max<size_t>(static_cast<size_t>(slices) * kt_size_, 1);
+    kt_ = shared ? CallScratch(kt_floats) : Allocate<float>(kt_floats);
     kmax_ = Allocate<float>(static_cast<size_t>(slices) * lay.panels);
     if (lay.copy_v) {
       v_size_ = lay.panels * kPanelKeys * lay.dvp;
@@ -712,16 +715,19 @@ class PackedGroup {
 
   void SetFirstSlice(int64_t first) { first_ = first; }
 
-  // Packs panel pi of a slice of the current group.
-  void PackPanel(int64_t slice, size_t pi) {
+  // Packs panel pi of a slice of the current group; false when one of the
+  // panel's values of K or V is not finite.
+  bool PackPanel(int64_t slice, size_t pi) {
     const size_t dk = lay_.dk, dv = lay_.dv, nk = lay_.nk;
     const float* k = a_.k + static_cast<size_t>(slice) * nk * dk;
-    bool finite = true;  // K was validated before the call
+    const float* v = a_.v + static_cast<size_t>(slice) * nk * dv;
+    bool finite = true;
     kmax_[Offset(slice) * lay_.panels + pi] =
         PackKtPanel(DF(), k, nk, dk, pi, KtMutable(slice) + pi * dk * kPanelKeys, finite);
-    if (!vpad_) return;
-    const float* v = a_.v + static_cast<size_t>(slice) * nk * dv;
-    PadVPanel(v, lay_, pi, vpad_ + Offset(slice) * v_size_ + pi * kPanelKeys * lay_.dvp);
+    const size_t keys = std::min(kPanelKeys, nk - pi * kPanelKeys);
+    finite = finite && AllFiniteValues(DF(), v + pi * kPanelKeys * dv, keys * dv);
+    if (vpad_) PadVPanel(v, lay_, pi, vpad_ + Offset(slice) * v_size_ + pi * kPanelKeys * lay_.dvp);
+    return finite;
   }
 
   const float* Kt(int64_t slice) const { return kt_ + Offset(slice) * kt_size_; }
@@ -1030,17 +1036,64 @@ inline size_t PackedChunkRows(size_t nq, int64_t slices, int64_t threads) {
   return kChunk;
 }
 
-// The tiled path on `threads` threads (the caller's included). Up to
-// kStreamMaxRows query rows it streams (RunStreamed) unless streams_kv()
-// says packing once pays. Otherwise slices are
+// Whether the values of K and V of panel pi of a slice are all finite.
+inline bool PanelFinite(const KernelArgs& a, const Layout& lay, int64_t slice, size_t pi) {
+  const DF d;
+  const auto z = static_cast<size_t>(slice);
+  const size_t key0 = pi * kPanelKeys, keys = std::min(kPanelKeys, lay.nk - key0);
+  return AllFiniteValues(d, a.k + (z * lay.nk + key0) * lay.dk, keys * lay.dk) &&
+         AllFiniteValues(d, a.v + (z * lay.nk + key0) * lay.dv, keys * lay.dv);
+}
+
+// One slice on several threads (packs_per_thread): every thread packs the
+// whole slice into a copy of its own, checking every value of K and V before
+// it computes (and writes) a row, then takes chunks through an atomic counter.
+// No barrier, and no panel written by one core and read by another.
+bool RunPackedPerThread(const KernelArgs& a, const Layout& lay, int64_t threads) {
+  const size_t chunk_rows = PackedChunkRows(lay.nq, 1, threads);
+  const auto chunks = static_cast<int64_t>(hwy::DivCeil(lay.nq, chunk_rows));
+  std::vector<std::unique_ptr<Worker>> workers;
+  std::vector<std::unique_ptr<PackedGroup>> copies;
+  for (int64_t t = 0; t < threads; ++t) {
+    workers.push_back(std::make_unique<Worker>(a, lay, chunk_rows));
+    copies.push_back(std::make_unique<PackedGroup>(a, lay, 1, /*shared=*/false));
+  }
+  std::atomic<int64_t> next{0};
+  std::atomic<bool> not_finite{false};
+  run_concurrently(
+      threads,
+      [&](int64_t t) {
+        PackedGroup& packed = *copies[static_cast<size_t>(t)];
+        bool finite = true;
+        for (size_t pi = 0; pi < lay.panels; ++pi) finite = packed.PackPanel(0, pi) && finite;
+        if (!finite) {
+          not_finite.store(true, std::memory_order_relaxed);
+          return;
+        }
+        // last chunks first: under a causal mask they cost the most
+        for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < chunks;)
+          workers[static_cast<size_t>(t)]->ProcessChunk(0, chunks - 1 - i, &packed);
+      },
+      [](int64_t) {});
+  return !not_finite.load();
+}
+
+// The tiled path on `threads` threads (the caller's included). One slice
+// whose Kᵀ is small is packed by every thread for itself (RunPackedPerThread).
+// Otherwise, up to kStreamMaxRows query rows it streams (RunStreamed) unless
+// streams_kv() says packing once pays. Otherwise slices are
 // taken in groups; for each group all workers first pack its panels, then
 // compute its chunks, both handed out one at a time through an atomic counter
 // (so a thread that finishes early takes more), with a barrier after each
-// phase. Every chunk is computed by the same instructions whichever thread
-// takes it, so the output is bitwise identical for any thread count.
+// phase. The first packing phase also checks every value of K and V of the
+// later groups, so that a value that is not finite ends the call before any
+// row is written (false; attention() then names it). Every chunk is computed
+// by the same instructions whichever thread takes it, so the output is
+// bitwise identical for any thread count.
 bool RunTiled(const KernelArgs& a, int64_t threads) {
   const DF d;
   const Layout lay(a, d);
+  if (packs_per_thread(a.problem->shape, threads)) return RunPackedPerThread(a, lay, threads);
   if (streams_kv(a.problem->shape, threads)) return RunStreamed(a, lay, threads);
   const int64_t slices = a.problem->shape.batch * a.problem->shape.heads;
   const size_t chunk_rows = PackedChunkRows(lay.nq, slices, threads);
@@ -1050,6 +1103,7 @@ bool RunTiled(const KernelArgs& a, int64_t threads) {
   // sequences pack one slice at a time, short ones several.
   const int64_t group = std::clamp<int64_t>(hwy::DivCeil(4 * threads, chunks), 1, slices);
   const int64_t groups = hwy::DivCeil(slices, group);
+  const int64_t checked_only = (slices - group) * panels;  // the later groups' panels
 
   PackedGroup packed(a, lay, group);
   std::vector<std::unique_ptr<Worker>> workers;
@@ -1059,8 +1113,10 @@ bool RunTiled(const KernelArgs& a, int64_t threads) {
   int64_t current = 0;
   bool packing = true;
   std::atomic<int64_t> next{0};
+  std::atomic<bool> not_finite{false};
   auto end_of_phase = [&]() noexcept {
     next.store(0, std::memory_order_relaxed);
+    if (not_finite.load(std::memory_order_relaxed)) current = groups;  // nothing written yet
     if (!packing) {
       ++current;
       packed.SetFirstSlice(current * group);
@@ -1073,11 +1129,16 @@ bool RunTiled(const KernelArgs& a, int64_t threads) {
     while (current < groups) {
       const int64_t first = current * group;
       const int64_t count = std::min(group, slices - first);
-      const int64_t items = count * (packing ? panels : chunks);
+      const int64_t packed_items = count * panels;
+      const int64_t items = packing ? packed_items + (first == 0 ? checked_only : 0) : count * chunks;
       for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < items;) {
-        if (packing)
-          packed.PackPanel(first + i / panels, static_cast<size_t>(i % panels));
-        else  // last chunks first: under a causal mask they cost the most
+        if (packing) {
+          const bool finite = i < packed_items
+                                  ? packed.PackPanel(first + i / panels, static_cast<size_t>(i % panels))
+                                  : PanelFinite(a, lay, group + (i - packed_items) / panels,
+                                                static_cast<size_t>((i - packed_items) % panels));
+          if (!finite) not_finite.store(true, std::memory_order_relaxed);
+        } else  // last chunks first: under a causal mask they cost the most
           worker.ProcessChunk(first + i / chunks, chunks - 1 - i % chunks, &packed);
       }
       sync.arrive_and_wait();
@@ -1085,7 +1146,7 @@ bool RunTiled(const KernelArgs& a, int64_t threads) {
   };
 
   RunOnThreads(workers, sync, work);
-  return true;
+  return !not_finite.load();
 }
 
 }  // namespace attncheck::detail::HWY_NAMESPACE

@@ -152,14 +152,10 @@ void attention(const Problem& problem, const float* q, const float* k, const flo
   int64_t threads = options.threads == 0 ? std::max<int64_t>(1, std::thread::hardware_concurrency())
                                          : std::max<int64_t>(1, options.threads);
   threads = std::min(threads, total_items);
-  // The decode path and the streaming tiled path check K and V as they read them.
-  const bool kv_in_kernel = decode || detail::streams_kv(s, threads);
+  // Every path checks K and V in its threads, as it reads or packs them,
+  // before it writes anything (run_attention() returns false on a value that
+  // is not finite).
   validate_call_but_kv_values(problem, q, k, v);
-  // The packed-group path reads K and V only after this check; on a value
-  // that is not finite, validate_call() names it.
-  if (!kv_in_kernel && (!detail::all_finite_values(k, static_cast<size_t>(s.k_size())) ||
-                        !detail::all_finite_values(v, static_cast<size_t>(s.v_size()))))
-    validate_call(problem, q, k, v);
   detail::KernelArgs args;
   try {
     require_pointer(out, "out");
@@ -168,7 +164,7 @@ void attention(const Problem& problem, const float* q, const float* k, const flo
                                      options.threads));
     args.multiplier = float_multiplier(problem);
   } catch (const InvalidInput&) {
-    if (kv_in_kernel) validate_call(problem, q, k, v);  // a bad K or V is reported first, as before
+    validate_call(problem, q, k, v);  // a bad K or V is reported first, as before
     throw;
   }
   args.problem = &problem;
@@ -184,7 +180,7 @@ void attention(const Problem& problem, const float* q, const float* k, const flo
   args.total_items = total_items;
 
   if (!detail::run_attention(args, threads)) {
-    // K or V holds a value that is not finite (decode or streaming path): name it.
+    // K or V holds a value that is not finite: name it.
     validate_call(problem, q, k, v);
     throw InvalidInput("K/V: a value is not finite");  // not reached: validate_call names it
   }

@@ -39,6 +39,20 @@ inline bool whole_slices_per_thread(const Shape& s, int64_t threads) {
   return threads == 1 || s.batch * s.heads >= 2 * threads;
 }
 
+/// Kᵀ of one slice (n_k · d_k floats) small enough for every thread to pack a
+/// copy of its own when a tiled call is one slice on several threads: 2 MiB.
+/// Shared, the panels were written by one core and read by the other, with a
+/// barrier between; own copies took 0.80–0.95× the time on 2 threads at
+/// n = 256–1024 and n_q = 256–512 against n_k = 1024–4096, the same at
+/// 8192 × 8192 (2 MiB), and 1.12× against n_k = 16384 (8 MiB, packed through
+/// memory) (docs/performance.md, "One slice on two threads: a Kᵀ for each thread").
+inline constexpr int64_t kPackPerThreadMaxFloats = 512 * 1024;
+
+/// Whether a tiled call is one slice whose Kᵀ every thread packs for itself.
+inline bool packs_per_thread(const Shape& s, int64_t threads) {
+  return s.batch * s.heads == 1 && threads > 1 && s.n_k * s.d_k <= kPackPerThreadMaxFloats;
+}
+
 /// Whether a tiled call streams K and V (RunStreamed: each chunk packs its
 /// own panels and checks the values as it reads them) on `threads` threads,
 /// rather than packing groups of slices first (RunTiled).

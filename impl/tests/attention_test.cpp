@@ -311,8 +311,11 @@ TEST_CASE("the log-sum-exp output equals the oracle's and is -inf for empty rows
 TEST_CASE("the output is bitwise identical for 1 2 3 and hardware threads") {
   // 300 query rows: streamed (kStreamMaxRows), a slice or 64 rows per chunk
   // depending on the threads; 600: packed groups, 10 chunks per slice.
-  // One slice of 300 rows: streamed on one thread, packed once on more (streams_kv).
-  for (const Shape& shape : {Shape{2, 3, 300, 257, 33, 40}, Shape{1, 2, 600, 150, 17, 20}, Shape{1, 1, 300, 257, 33, 40}}) {
+  // One slice of 300 or 600 rows: streamed or packed on one thread, each
+  // thread's own Kᵀ on more (packs_per_thread); against 33000 keys of 16
+  // (Kᵀ beyond kPackPerThreadMaxFloats), streamed chunks on more.
+  for (const Shape& shape : {Shape{2, 3, 300, 257, 33, 40}, Shape{1, 2, 600, 150, 17, 20}, Shape{1, 1, 300, 257, 33, 40},
+                             Shape{1, 1, 600, 700, 16, 24}, Shape{1, 1, 200, 33000, 16, 8}}) {
     for (Causal c : {Causal::none, Causal::top_left}) {
       Problem p;
       p.shape = shape;
@@ -1318,13 +1321,57 @@ TEST_CASE("streamed tiled shapes: a non-finite K or V value, read or not, throws
   }
 }
 
+TEST_CASE("packed tiled shapes: a non-finite K or V value, in the first group of slices or a later one, throws naming it and writes nothing") {
+  // n_q > kStreamMaxRows: four slices packed in groups (two groups on 1 and
+  // 2 threads, one on 3). The first packing phase checks the later groups'
+  // K and V too, before any row is written; checked only as their group is
+  // packed, the first group's rows would already be out.
+  for (const size_t dv : {5, 16}) {
+    const Shape shape{1, 4, 600, 100, 8, static_cast<int64_t>(dv)};
+    Problem causal;
+    causal.shape = shape;
+    causal.causal = Causal::bottom_right;
+    Problem plain;
+    plain.shape = shape;
+    const size_t dk = 8, nk = 100;
+    const float inf = std::numeric_limits<float>::infinity();
+    check_bad_values_rejected(shape, 814, {
+        {"K[", &plain, true, (3 * nk + 99) * dk + 7, std::nanf("")},   // the last slice: a later group
+        {"V[", &plain, false, (3 * nk + 64) * dv, inf},                // the same, its last (partial) panel
+        {"V[", &causal, false, (2 * nk + 3) * dv + dv - 1, -inf},      // slice 2: the later group on 1 thread
+        {"K[", &causal, true, (0 * nk + 70) * dk, inf},                // the first slice
+    }, {1, 2, 3});
+  }
+}
+
+TEST_CASE("one slice packed by every thread for itself: a non-finite K or V value throws naming it and writes nothing") {
+  // One slice on several threads, Kᵀ within kPackPerThreadMaxFloats: every
+  // thread packs (and checks) all of K and V before it computes a row.
+  for (const size_t dv : {5, 16}) {
+    for (const int64_t nq : {100, 600}) {
+      const Shape shape{1, 1, nq, 700, 16, static_cast<int64_t>(dv)};
+      Problem causal;  // row i reads keys 0 .. i: key 699 is read by no row
+      causal.shape = shape;
+      causal.causal = Causal::top_left;
+      const size_t dk = 16, last = 699;
+      const float inf = std::numeric_limits<float>::infinity();
+      check_bad_values_rejected(shape, 815, {
+          {"K[", &causal, true, last * dk + 15, std::nanf("")},   // a key no row reads
+          {"V[", &causal, false, 3 * dv + 1, inf},                 // read by every row
+          {"V[", &causal, false, last * dv + dv - 1, -inf},        // the last (partial) panel
+      }, {2, 3});
+    }
+  }
+}
+
 TEST_CASE("streamed tiled shapes, one slice: the single chunk writes the output itself, yet a bad value writes nothing") {
   // One slice on one thread is one chunk, which writes its rows directly (no
   // staging) only after checking every value of K and V. On two threads,
-  // against 700 keys the slice's Kᵀ is packed once (streams_kv), K and V
-  // checked before; against 4200 (Kᵀ beyond kPackOnceMaxFloats) the slice is
-  // two streamed chunks and the rows are staged again.
-  for (const auto& [nk, dv] : {std::pair<int64_t, size_t>{700, 5}, {700, 16}, {4200, 5}, {4200, 16}}) {
+  // against 700 keys every thread packs the slice's Kᵀ for itself
+  // (packs_per_thread), checking K and V first; against 33000 (Kᵀ beyond
+  // kPackPerThreadMaxFloats) the slice is two streamed chunks and the rows
+  // are staged again.
+  for (const auto& [nk, dv] : {std::pair<int64_t, size_t>{700, 5}, {700, 16}, {33000, 5}, {33000, 16}}) {
     const Shape shape{1, 1, 100, nk, 16, static_cast<int64_t>(dv)};
     Problem padded;  // keys from 300 on are read by no row: chunk 0 scans them
     padded.shape = shape;

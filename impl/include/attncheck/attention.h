@@ -65,7 +65,8 @@ struct AttentionOptions {
 /// Otherwise, extra memory: K of one (batch, head) slice packed as Kᵀ in panels of 64
 /// keys (n_k rounded up to 64, times d_k floats; V too when d_v is not a
 /// multiple of the SIMD width), shared by the threads — a few slices at once
-/// only when sequences are short — plus O(64 · (d_k + d_v)) per thread.
+/// only when sequences are short; a single slice whose Kᵀ is at most 2 MiB is
+/// packed by each thread for itself — plus O(64 · (d_k + d_v)) per thread.
 void attention(const Problem& problem, const float* q, const float* k, const float* v, float* out,
                const AttentionOptions& options = {});
 
