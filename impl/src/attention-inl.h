@@ -693,6 +693,15 @@ inline float* CallScratch(size_t count) {
   return buffer.get();
 }
 
+// Whether the values of K and V of panel pi of a slice are all finite.
+inline bool PanelFinite(const KernelArgs& a, const Layout& lay, int64_t slice, size_t pi) {
+  const DF d;
+  const auto z = static_cast<size_t>(slice);
+  const size_t key0 = pi * kPanelKeys, keys = std::min(kPanelKeys, lay.nk - key0);
+  return AllFiniteValues(d, a.k + (z * lay.nk + key0) * lay.dk, keys * lay.dk) &&
+         AllFiniteValues(d, a.v + (z * lay.nk + key0) * lay.dv, keys * lay.dv);
+}
+
 // Kᵀ of a group of consecutive slices in panels [d_k][kPanelKeys] (keys past
 // n_k zero), and V copied to aligned rows of dvp columns when its own rows are
 // not whole aligned vectors (Layout::copy_v). Shared by all workers: each
@@ -728,6 +737,13 @@ class PackedGroup {
     finite = finite && AllFiniteValues(DF(), v + pi * kPanelKeys * dv, keys * dv);
     if (vpad_) PadVPanel(v, lay_, pi, vpad_ + Offset(slice) * v_size_ + pi * kPanelKeys * lay_.dvp);
     return finite;
+  }
+
+  // Panel pi of a slice that no row reads: its keys are only checked, not
+  // packed (its Kᵀ is left unset); false when one of them is not finite.
+  bool CheckUnreadPanel(int64_t slice, size_t pi) {
+    kmax_[Offset(slice) * lay_.panels + pi] = 0.0f;
+    return PanelFinite(a_, lay_, slice, pi);
   }
 
   const float* Kt(int64_t slice) const { return kt_ + Offset(slice) * kt_size_; }
@@ -1036,22 +1052,16 @@ inline size_t PackedChunkRows(size_t nq, int64_t slices, int64_t threads) {
   return kChunk;
 }
 
-// Whether the values of K and V of panel pi of a slice are all finite.
-inline bool PanelFinite(const KernelArgs& a, const Layout& lay, int64_t slice, size_t pi) {
-  const DF d;
-  const auto z = static_cast<size_t>(slice);
-  const size_t key0 = pi * kPanelKeys, keys = std::min(kPanelKeys, lay.nk - key0);
-  return AllFiniteValues(d, a.k + (z * lay.nk + key0) * lay.dk, keys * lay.dk) &&
-         AllFiniteValues(d, a.v + (z * lay.nk + key0) * lay.dv, keys * lay.dv);
-}
-
 // One slice on several threads (packs_per_thread): every thread packs the
 // whole slice into a copy of its own, checking every value of K and V before
 // it computes (and writes) a row, then takes chunks through an atomic counter.
-// No barrier, and no panel written by one core and read by another.
+// No barrier, and no panel written by one core and read by another. Panels
+// that no row reads (causal, padding) are only checked.
 bool RunPackedPerThread(const KernelArgs& a, const Layout& lay, int64_t threads) {
   const size_t chunk_rows = PackedChunkRows(lay.nq, 1, threads);
   const auto chunks = static_cast<int64_t>(hwy::DivCeil(lay.nq, chunk_rows));
+  int64_t read_end = 0;  // the keys some row reads end before it
+  for (int64_t r = 0; r < a.problem->shape.n_q; ++r) read_end = std::max(read_end, key_limit(*a.problem, 0, r));
   std::vector<std::unique_ptr<Worker>> workers;
   std::vector<std::unique_ptr<PackedGroup>> copies;
   for (int64_t t = 0; t < threads; ++t) {
@@ -1065,7 +1075,10 @@ bool RunPackedPerThread(const KernelArgs& a, const Layout& lay, int64_t threads)
       [&](int64_t t) {
         PackedGroup& packed = *copies[static_cast<size_t>(t)];
         bool finite = true;
-        for (size_t pi = 0; pi < lay.panels; ++pi) finite = packed.PackPanel(0, pi) && finite;
+        for (size_t pi = 0; pi < lay.panels; ++pi)
+          finite = (static_cast<int64_t>(pi * kPanelKeys) < read_end ? packed.PackPanel(0, pi)
+                                                                     : packed.CheckUnreadPanel(0, pi)) &&
+                   finite;
         if (!finite) {
           not_finite.store(true, std::memory_order_relaxed);
           return;
