@@ -314,8 +314,9 @@ TEST_CASE("the output is bitwise identical for 1 2 3 and hardware threads") {
   // One slice of 300 or 600 rows: streamed or packed on one thread, each
   // thread's own Kᵀ on more (packs_per_thread); against 33000 keys of 16
   // (Kᵀ beyond kPackPerThreadMaxFloats), streamed chunks on more.
-  for (const Shape& shape : {Shape{2, 3, 300, 257, 33, 40}, Shape{1, 2, 600, 150, 17, 20}, Shape{1, 1, 300, 257, 33, 40},
-                             Shape{1, 1, 600, 700, 16, 24}, Shape{1, 1, 200, 33000, 16, 8}}) {
+  for (const Shape& shape : {Shape{2, 3, 300, 257, 33, 40}, Shape{1, 2, 600, 150, 17, 20},
+                             Shape{1, 1, 300, 257, 33, 40}, Shape{1, 1, 600, 700, 16, 24},
+                             Shape{1, 1, 200, 33000, 16, 8}}) {
     for (Causal c : {Causal::none, Causal::top_left}) {
       Problem p;
       p.shape = shape;
