@@ -852,9 +852,7 @@ class Worker {
         bool finite = true;
         const float* vkeys = v + pi * kPanelKeys * dv;
         if (j0 >= chunk_hi) {
-          if (chunk == 0 && (!AllFiniteValues(d_, k + pi * kPanelKeys * dk, kcount * dk) ||
-                             !AllFiniteValues(d_, vkeys, kcount * dv)))
-            return false;
+          if (chunk == 0 && !PanelFinite(a_, lay_, slice, pi)) return false;
           continue;
         }
         kmax = PackKtPanel(d_, k, nk, dk, pi, kt_panel_, finite);
