@@ -28,6 +28,7 @@ struct BenchArguments {
   std::string repetitions = "3";
   std::string min_time = "0.5";
   std::string tensor_offset = "0";
+  std::string cpu;  ///< empty: the CPU that reads fastest
   std::string json;
   bool interleave = false;
   std::string max_bytes = kDefaultMaxBytes;
@@ -103,6 +104,9 @@ void add_bench_command(CLI::App& app) {
                   "Bytes past a 64-byte boundary at which Q, K, V and the output start: 0 as framework "
                   "allocators place tensors, 16 as a large malloc'd buffer starts (a multiple of 4 below 64)")
       ->capture_default_str();
+  cmd->add_option("--cpu", args->cpu,
+                  "CPU on which every 1-thread benchmark and the 1-thread probes run (default: the one that "
+                  "reads fastest in a 1-thread probe of each; a virtual machine's CPUs may differ)");
   cmd->add_option("--json", args->json, "Write Google Benchmark's JSON to this file");
   cmd->add_flag("--interleave", args->interleave,
                 "Run all repetitions in random interleaved order (fairer on a shared machine)");
@@ -123,6 +127,11 @@ void add_bench_command(CLI::App& app) {
     options.repetitions = parse_positive(args->repetitions, "--repetitions");
     options.min_time = parse_seconds(args->min_time, "--min-time");
     options.tensor_offset = parse_number<int64_t>(args->tensor_offset, "--tensor-offset");
+    if (!args->cpu.empty()) {
+      const auto cpu = parse_number<int64_t>(args->cpu, "--cpu");
+      if (cpu < 0 || cpu > 1'000'000) throw InvalidInput(fmt::format("option --cpu: {} is not a CPU number", cpu));
+      options.cpu = static_cast<int>(cpu);
+    }
     options.json_path = args->json;
     options.interleave = args->interleave;
     const int64_t max_bytes = parse_byte_count(args->max_bytes);  // peers hold an n×n float score matrix

@@ -98,6 +98,7 @@ HWY_AFTER_NAMESPACE();
 #include <thread>
 #include <vector>
 
+#include "attncheck/cpu.h"
 #include "attncheck/peak.h"
 
 namespace attncheck {
@@ -116,10 +117,42 @@ double thread_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
+struct Timing {
+  double wall_seconds = 0.0;  ///< from the common start until every thread is done
+  double own_cpu_seconds = 0.0;  ///< the calling thread's CPU time for its own work(0)
+};
+
+// work(t) on `threads` threads released at once, the calling thread doing
+// work(0); started threads inherit the calling thread's CPUs.
+template <class Work>
+Timing RunTogether(int threads, const Work& work) {
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> workers;
+  for (int t = 1; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (!go.load()) std::this_thread::yield();
+      work(t);
+    });
+  }
+  while (ready.load() < threads - 1) std::this_thread::yield();
+  const auto start = std::chrono::steady_clock::now();
+  const double cpu_start = thread_cpu_seconds();
+  go.store(true);
+  work(0);
+  Timing timing;
+  timing.own_cpu_seconds = thread_cpu_seconds() - cpu_start;
+  for (auto& w : workers) w.join();
+  timing.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return timing;
+}
+
 }  // namespace
 
-double measure_peak_fma_gflops(int threads) {
+double measure_peak_fma_gflops(int threads, int one_thread_cpu) {
   threads = std::max(threads, 1);
+  const OnCpu placed(threads == 1 ? one_thread_cpu : -1);
   const int64_t flops_per_iteration = HWY_DYNAMIC_DISPATCH(FlopsPerIteration)();
   // 1 GFLOP per thread and run: about 6 ms at 170 GFLOP/s; 32 runs, the first
   // of which also bring the clock up.
@@ -128,29 +161,13 @@ double measure_peak_fma_gflops(int threads) {
   const int runs = 32;
   double best = 0.0;
   for (int run = 0; run < runs; ++run) {
-    std::atomic<int> ready{0};
-    std::atomic<bool> go{false};
-    std::vector<std::thread> workers;
-    for (int t = 1; t < threads; ++t) {
-      workers.emplace_back([&] {
-        ready.fetch_add(1);
-        while (!go.load()) std::this_thread::yield();
-        probe_sink.store(HWY_DYNAMIC_DISPATCH(FmaChains)(iterations), std::memory_order_relaxed);
-      });
-    }
-    while (ready.load() < threads - 1) std::this_thread::yield();
-    const auto start = std::chrono::steady_clock::now();
-    const double cpu_start = thread_cpu_seconds();
-    go.store(true);
-    probe_sink.store(HWY_DYNAMIC_DISPATCH(FmaChains)(iterations), std::memory_order_relaxed);
-    const double cpu_seconds = thread_cpu_seconds() - cpu_start;
-    for (auto& w : workers) w.join();
-    const double wall_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const Timing timing = RunTogether(threads, [&](int) {
+      probe_sink.store(HWY_DYNAMIC_DISPATCH(FmaChains)(iterations), std::memory_order_relaxed);
+    });
     // One thread: its own CPU time, so that other processes time-slicing the
     // core (this machine is shared) do not lower the limit. Several threads:
     // wall time, since their concurrency is what is being measured.
-    const double seconds = threads == 1 ? cpu_seconds : wall_seconds;
+    const double seconds = threads == 1 ? timing.own_cpu_seconds : timing.wall_seconds;
     best = std::max(best, flops_per_thread * threads / seconds * 1e-9);
   }
   return best;
@@ -171,52 +188,60 @@ size_t read_bandwidth_buffer_bytes() {
   return mib << 20;
 }
 
-std::vector<double> measure_read_bandwidth_gbps(const std::vector<int>& thread_counts) {
-  const size_t bytes = read_bandwidth_buffer_bytes();
-  const size_t count = bytes / sizeof(float);
+namespace {
+
+// The bandwidth probe's buffer, first touched by `threads` threads so that
+// each maps its own pages before any timing.
+hwy::AlignedFreeUniquePtr<float[]> ProbeBuffer(size_t count, int threads) {
   auto buffer = hwy::AllocateAligned<float>(count);
   if (!buffer) throw std::bad_alloc();
+  const size_t part = hwy::DivCeil(count, static_cast<size_t>(threads));
+  std::vector<std::thread> touch;
+  for (int t = 0; t < threads; ++t)
+    touch.emplace_back([&, t] {
+      const size_t begin = std::min(count, static_cast<size_t>(t) * part);
+      std::fill(buffer.get() + begin, buffer.get() + std::min(count, begin + part), 1.0f);
+    });
+  for (auto& w : touch) w.join();
+  return buffer;
+}
+
+// Best of 5 runs of `threads` threads each reading its own contiguous share
+// (a multiple of 1024 floats) of buffer[0 .. count); the calling thread is
+// the first, on CPU `cpu` when one thread reads and cpu >= 0.
+double ReadBandwidth(const float* buffer, size_t count, int threads, int cpu) {
+  threads = std::max(threads, 1);
+  const OnCpu placed(threads == 1 ? cpu : -1);
+  const size_t share = count / static_cast<size_t>(threads) / 1024 * 1024;
+  const int runs = 5;
+  double best = 0.0;
+  for (int run = 0; run < runs; ++run) {
+    const double seconds = RunTogether(threads, [&](int t) {
+                             const float* part = buffer + static_cast<size_t>(t) * share;
+                             probe_sink.store(static_cast<float>(sum_floats(part, share)), std::memory_order_relaxed);
+                           }).wall_seconds;
+    best = std::max(best, static_cast<double>(share * sizeof(float)) * threads / seconds * 1e-9);
+  }
+  return best;
+}
+
+}  // namespace
+
+std::vector<double> measure_read_bandwidth_gbps(const std::vector<int>& thread_counts, int one_thread_cpu) {
+  const size_t count = read_bandwidth_buffer_bytes() / sizeof(float);
   int most = 1;
   for (int t : thread_counts) most = std::max(most, t);
-  {  // first touch by `most` threads, so that each maps its own pages before any timing
-    const size_t part = hwy::DivCeil(count, static_cast<size_t>(most));
-    std::vector<std::thread> touch;
-    for (int t = 0; t < most; ++t)
-      touch.emplace_back([&, t] {
-        const size_t begin = std::min(count, static_cast<size_t>(t) * part);
-        std::fill(buffer.get() + begin, buffer.get() + std::min(count, begin + part), 1.0f);
-      });
-    for (auto& w : touch) w.join();
-  }
+  const auto buffer = ProbeBuffer(count, most);
   std::vector<double> results;
-  for (int threads : thread_counts) {
-    threads = std::max(threads, 1);
-    // Each thread reads its own contiguous share (a multiple of 1024 floats).
-    const size_t share = count / static_cast<size_t>(threads) / 1024 * 1024;
-    const int runs = 5;
-    double best = 0.0;
-    for (int run = 0; run < runs; ++run) {
-      std::atomic<int> ready{0};
-      std::atomic<bool> go{false};
-      std::vector<std::thread> workers;
-      for (int t = 1; t < threads; ++t) {
-        workers.emplace_back([&, t] {
-          ready.fetch_add(1);
-          while (!go.load()) std::this_thread::yield();
-          probe_sink.store(static_cast<float>(sum_floats(buffer.get() + static_cast<size_t>(t) * share, share)),
-                           std::memory_order_relaxed);
-        });
-      }
-      while (ready.load() < threads - 1) std::this_thread::yield();
-      const auto start = std::chrono::steady_clock::now();
-      go.store(true);
-      probe_sink.store(static_cast<float>(sum_floats(buffer.get(), share)), std::memory_order_relaxed);
-      for (auto& w : workers) w.join();
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      best = std::max(best, static_cast<double>(share * sizeof(float)) * threads / seconds * 1e-9);
-    }
-    results.push_back(best);
-  }
+  for (int threads : thread_counts) results.push_back(ReadBandwidth(buffer.get(), count, threads, one_thread_cpu));
+  return results;
+}
+
+std::vector<double> measure_read_bandwidth_by_cpu(const std::vector<int>& cpus) {
+  const size_t count = read_bandwidth_buffer_bytes() / sizeof(float);
+  const auto buffer = ProbeBuffer(count, 1);
+  std::vector<double> results;
+  for (int cpu : cpus) results.push_back(ReadBandwidth(buffer.get(), count, 1, cpu));
   return results;
 }
 

@@ -14,12 +14,15 @@
 #include <fstream>
 #include <map>
 #include <new>
+#include <optional>
 #include <stdexcept>
+#include <system_error>
 #include <random>
 #include <thread>
 
 #include "attncheck/attention.h"
 #include "attncheck/bench.h"
+#include "attncheck/cpu.h"
 #include "attncheck/peak.h"
 #include "attncheck/peers.h"
 #include "attncheck/registry.h"
@@ -103,25 +106,67 @@ struct Limits {
   double bandwidth_1 = 0.0;     ///< read bandwidth, GB/s, 1 thread
   double bandwidth_all = 0.0;   ///< read bandwidth, GB/s, bandwidth_threads threads
   int bandwidth_threads = 1;
+  /// The CPU of the 1-thread benchmarks and probes (-1: not placed).
+  int cpu = -1;
+  /// The 1-thread read bandwidth on each CPU the process may use (probe_cpus,
+  /// before the benchmarks only).
+  std::vector<std::pair<int, double>> bandwidth_by_cpu;
   /// The read bandwidth a call on `threads` threads can reach: the 1-thread
   /// figure for 1, the all-threads figure for more (the machine's roof).
   double bandwidth(int64_t threads) const { return threads <= 1 ? bandwidth_1 : bandwidth_all; }
 };
 
+// Most CPUs whose 1-thread read bandwidth is probed one by one (about 0.1 s each).
+constexpr size_t kMaxProbedCpus = 64;
+
+// The 1-thread read bandwidth on each CPU the process may use, printed: the
+// CPUs of a virtual machine can differ by far more than one CPU's runs vary
+// (1.2-1.5x between the two of the development VM, whichever was slower
+// changing within the hour; docs/performance-decode.md). Empty with one CPU,
+// or more than kMaxProbedCpus.
+std::vector<std::pair<int, double>> probe_cpus() {
+  const std::vector<int> cpus = allowed_cpus();
+  if (cpus.size() < 2 || cpus.size() > kMaxProbedCpus) return {};
+  const std::vector<double> each = measure_read_bandwidth_by_cpu(cpus);
+  std::vector<std::pair<int, double>> result;
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < cpus.size(); ++i) {
+    result.emplace_back(cpus[i], each[i]);
+    parts.push_back(fmt::format("CPU {} {:.1f}", cpus[i], each[i]));
+  }
+  fmt::print("1-thread read bandwidth by CPU, GB/s: {}\n", fmt::join(parts, ", "));
+  return result;
+}
+
+// The CPU of the 1-thread runs and probes: the one asked for, else the one
+// that read fastest (the least disturbed), else the first the process may use.
+int one_thread_cpu(const BenchOptions& options, const std::vector<std::pair<int, double>>& by_cpu) {
+  if (options.cpu >= 0) return options.cpu;
+  if (!by_cpu.empty())
+    return std::max_element(by_cpu.begin(), by_cpu.end(), [](const auto& a, const auto& b) {
+             return a.second < b.second;
+           })->first;
+  const std::vector<int> cpus = allowed_cpus();
+  return cpus.empty() ? -1 : cpus.front();
+}
+
 // The probes, printed. A busy machine lowers them, so they run before and
 // after the benchmarks and the JSON keeps the higher of each (the stricter roof).
-Limits measure_limits(const char* when) {
+// The 1-thread probes run on `cpu`, the CPU of the 1-thread benchmarks.
+Limits measure_limits(const char* when, int cpu) {
   Limits limits;
-  limits.peak_gflops = measure_peak_fma_gflops(1);
+  limits.cpu = cpu;
+  limits.peak_gflops = measure_peak_fma_gflops(1, cpu);
   limits.bandwidth_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const std::vector<double> bandwidth = measure_read_bandwidth_gbps(
-      limits.bandwidth_threads == 1 ? std::vector<int>{1} : std::vector<int>{1, limits.bandwidth_threads});
+      limits.bandwidth_threads == 1 ? std::vector<int>{1} : std::vector<int>{1, limits.bandwidth_threads}, cpu);
   limits.bandwidth_1 = bandwidth[0];
   limits.bandwidth_all = limits.bandwidth_threads == 1 ? bandwidth[0] : bandwidth[1];
-  fmt::print("{}: peak fp32 FMA throughput {:.1f} GFLOP/s per core ({}, best of 32 runs); read bandwidth "
-             "{:.1f} GB/s on 1 thread, {:.1f} GB/s on {} ({} MiB streamed, best of 5 runs)\n",
-             when, limits.peak_gflops, peak_probe_target(), limits.bandwidth_1, limits.bandwidth_all,
-             limits.bandwidth_threads, read_bandwidth_buffer_bytes() >> 20);
+  const std::string placed = cpu >= 0 ? fmt::format(" on CPU {}", cpu) : "";
+  fmt::print("{}: peak fp32 FMA throughput {:.1f} GFLOP/s per core ({}, best of 32 runs{}); read bandwidth "
+             "{:.1f} GB/s on 1 thread{}, {:.1f} GB/s on {} ({} MiB streamed, best of 5 runs)\n",
+             when, limits.peak_gflops, peak_probe_target(), placed, limits.bandwidth_1, placed,
+             limits.bandwidth_all, limits.bandwidth_threads, read_bandwidth_buffer_bytes() >> 20);
   std::fflush(stdout);
   return limits;
 }
@@ -177,6 +222,12 @@ void add_context(const BenchOptions& options, const Limits& limits) {
   benchmark::AddCustomContext("read_bandwidth_gbps_all_threads", fmt::format("{:.2f}", limits.bandwidth_all));
   benchmark::AddCustomContext("read_bandwidth_threads", std::to_string(limits.bandwidth_threads));
   benchmark::AddCustomContext("read_bandwidth_buffer_bytes", std::to_string(read_bandwidth_buffer_bytes()));
+  if (limits.cpu >= 0) benchmark::AddCustomContext("one_thread_cpu", std::to_string(limits.cpu));
+  if (!limits.bandwidth_by_cpu.empty()) {
+    std::vector<std::string> parts;
+    for (const auto& [cpu, gbps] : limits.bandwidth_by_cpu) parts.push_back(fmt::format("{}:{:.2f}", cpu, gbps));
+    benchmark::AddCustomContext("read_bandwidth_gbps_1_thread_by_cpu", fmt::format("{}", fmt::join(parts, ",")));
+  }
   benchmark::AddCustomContext("batch", std::to_string(options.batch));
   benchmark::AddCustomContext("heads", std::to_string(options.heads));
   benchmark::AddCustomContext("tensor_offset_bytes", std::to_string(options.tensor_offset));
@@ -203,6 +254,17 @@ void register_family(const BenchImplementation& impl, const BenchOptions& option
                                       : fmt::format("{}/n_q:{}/{}", impl.name, n_q, family_suffix(d, mask, threads));
   auto* bench = benchmark::RegisterBenchmark(
       family.c_str(), [impl, options, n_q, d, mask, threads, limits](benchmark::State& state) {
+        // A 1-thread call runs on this thread alone: on the CPU of the
+        // 1-thread probes. exec: children serve every thread count and stay
+        // where they started, so they are not placed.
+        const bool placed = threads == 1 && impl.name.rfind("exec:", 0) != 0;
+        std::optional<OnCpu> on_cpu;
+        try {
+          on_cpu.emplace(placed ? limits.cpu : -1);
+        } catch (const std::system_error& e) {  // the CPU went away since the probes ran
+          state.SkipWithError(e.what());
+          return;
+        }
         const int64_t n = state.range(0);
         const Problem problem = n_q == 0 ? bench_problem(options, n, d, mask)
                                          : bench_problem(options, n_q, n, d, mask);
@@ -254,6 +316,8 @@ void register_family(const BenchImplementation& impl, const BenchOptions& option
           state.counters["peak_fraction"] = Counter(flops / peak, Counter::kIsIterationInvariantRate);
         }
         state.counters["threads_used"] = static_cast<double>(used);  // the threads the roofs are scaled to
+        // Where a placed run ran ("CPU 0"); none where the calling thread was free to move.
+        if (const int cpu = confined_cpu(); cpu >= 0) state.SetLabel(fmt::format("CPU {}", cpu));
         // Bytes moved per second (K and V read once, Q read, O written) and
         // the fraction of the read bandwidth measured with as many threads.
         state.counters["bytes"] = Counter(bytes, Counter::kIsIterationInvariantRate);
@@ -407,6 +471,12 @@ void check_bench_options(const BenchOptions& o) {
   if (o.tensor_offset < 0 || o.tensor_offset >= 64 || o.tensor_offset % 4 != 0)
     fail(fmt::format("option --tensor-offset: {} is not a multiple of 4 from 0 to 60 (bytes past a 64-byte boundary)",
                      o.tensor_offset));
+  if (o.cpu != -1) {
+    const std::vector<int> cpus = allowed_cpus();
+    if (cpus.empty()) fail("option --cpu: this system does not say which CPUs the process may run on");
+    if (std::find(cpus.begin(), cpus.end(), o.cpu) == cpus.end())
+      fail(fmt::format("option --cpu: {} is not a CPU this process may run on ({})", o.cpu, cpu_list(cpus)));
+  }
   if (!(std::isfinite(o.min_time) && o.min_time > 0))
     fail(fmt::format("option --min-time: {} is not a positive number of seconds", o.min_time));
   for (int64_t d : o.d) {
@@ -468,7 +538,13 @@ size_t run_benchmarks(const BenchOptions& options) {
   std::vector<BenchImplementation> impls;
   for (const auto& name : options.impls) impls.push_back(find_bench_implementation(name));
 
-  const Limits limits = measure_limits("before the benchmarks");
+  const std::vector<std::pair<int, double>> by_cpu = probe_cpus();
+  const int cpu = one_thread_cpu(options, by_cpu);
+  if (cpu >= 0)
+    fmt::print("every 1-thread benchmark and probe runs on CPU {}{}\n", cpu,
+               options.cpu >= 0 ? " (--cpu)" : by_cpu.empty() ? "" : " (the fastest to read)");
+  Limits limits = measure_limits("before the benchmarks", cpu);
+  limits.bandwidth_by_cpu = by_cpu;
 
   benchmark::ClearRegisteredBenchmarks();
   size_t total = 0;
@@ -529,7 +605,7 @@ size_t run_benchmarks(const BenchOptions& options) {
                            ? benchmark::RunSpecifiedBenchmarks(&console)
                            : benchmark::RunSpecifiedBenchmarks(&console, &json);
   benchmark::ClearRegisteredBenchmarks();
-  if (!options.json_path.empty()) raise_roofs_in_json(options.json_path, limits, measure_limits("after the benchmarks"));
+  if (!options.json_path.empty()) raise_roofs_in_json(options.json_path, limits, measure_limits("after the benchmarks", cpu));
   if (!console.failures.empty())
     throw std::runtime_error(fmt::format("{} benchmark(s) failed: {}", console.failures.size(),
                                          fmt::join(console.failures, "; ")));

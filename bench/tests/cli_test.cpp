@@ -14,6 +14,9 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
+
+#include "attncheck/cpu.h"
 
 namespace fs = std::filesystem;
 
@@ -201,6 +204,9 @@ TEST_CASE("attncheck bench rejects bad options naming the option, exit 2, nothin
       {"--impl fused --tensor-offset 64", "--tensor-offset"},
       {"--impl fused --tensor-offset -4", "--tensor-offset"},
       {"--impl fused --tensor-offset 16B", "--tensor-offset"},
+      {"--impl fused --cpu -1", "--cpu"},
+      {"--impl fused --cpu one", "--cpu"},
+      {"--impl fused --cpu 1023", "--cpu"},  // not a CPU this process may run on
   };
   for (const auto& [args, option] : bad) {
     INFO(args);
@@ -267,4 +273,75 @@ TEST_CASE("attncheck bench times the read floor beside fused: bytes and GB/s, no
     CHECK_FALSE(floor->second.contains("gflops"));
     CHECK_FALSE(floor->second.contains("peak_fraction"));
   }
+}
+
+TEST_CASE("attncheck bench runs every 1-thread benchmark on the CPU of the 1-thread probes", "[cli][cpu]") {
+  const std::vector<int> cpus = attncheck::allowed_cpus();
+  REQUIRE_FALSE(cpus.empty());
+  // The last CPU, so that a run left free to move is not where it should be by default.
+  const int cpu = cpus.back();
+  const fs::path json_path = scratch_dir() / "cpu.json";
+  fs::remove(json_path);
+  const Outcome outcome = run_cli("--impl fused --impl plugin:" + std::string(ATTNCHECK_EXAMPLE_PLUGIN) +
+                                  " --n-q 1,20 --n-k 256 --d 16 --threads 1,2 --repetitions 1 --min-time 0.01 "
+                                  "--cpu " + std::to_string(cpu) + " --json " + json_path.string());
+  INFO(outcome.err);
+  REQUIRE(outcome.status == 0);
+  std::ifstream in(json_path);
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  const auto& context = doc.at("context");
+  CHECK(context.at("one_thread_cpu") == std::to_string(cpu));
+  if (cpus.size() > 1) {  // the 1-thread read probe on each CPU: "0:31.20,1:35.10"
+    const std::string by_cpu = context.at("read_bandwidth_gbps_1_thread_by_cpu").get<std::string>();
+    for (int c : cpus) CHECK(by_cpu.find(std::to_string(c) + ":") != std::string::npos);
+  }
+  int one_thread = 0, more = 0;
+  for (const auto& b : doc.at("benchmarks")) {
+    if (b.value("run_type", "") != "iteration") continue;
+    const std::string name = b.at("name").get<std::string>();
+    INFO(name);
+    if (name.find("/threads:1") != std::string::npos) {
+      CHECK(b.value("label", "") == "CPU " + std::to_string(cpu));
+      ++one_thread;
+    } else if (cpus.size() > 1) {  // several threads: the calling thread stays free to move
+      CHECK_FALSE(b.contains("label"));
+      ++more;
+    }
+  }
+  CHECK(one_thread == 4);
+  CHECK(more == (cpus.size() > 1 ? 4 : 0));
+  fs::remove_all(scratch_dir());
+}
+
+TEST_CASE("attncheck bench without --cpu places the 1-thread runs on the CPU that read fastest", "[cli][cpu]") {
+  const std::vector<int> cpus = attncheck::allowed_cpus();
+  if (cpus.size() < 2) return;  // one CPU: nothing to choose (the test above covers placement)
+  const fs::path json_path = scratch_dir() / "fastest.json";
+  fs::remove(json_path);
+  const Outcome outcome = run_cli("--impl fused --n 16 --d 8 --repetitions 1 --min-time 0.01 --json " +
+                                  json_path.string());
+  INFO(outcome.err);
+  REQUIRE(outcome.status == 0);
+  std::ifstream in(json_path);
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  const auto& context = doc.at("context");
+  // "0:31.20,1:35.10": the CPU with the highest figure is the one chosen (the
+  // figures are rounded to 0.01: a CPU within that of the highest may be it).
+  std::stringstream by_cpu(context.at("read_bandwidth_gbps_1_thread_by_cpu").get<std::string>());
+  std::string item;
+  std::map<int, double> gbps;
+  while (std::getline(by_cpu, item, ',')) {
+    const size_t colon = item.find(':');
+    REQUIRE(colon != std::string::npos);
+    gbps[std::stoi(item.substr(0, colon))] = std::stod(item.substr(colon + 1));
+  }
+  CHECK(gbps.size() == cpus.size());
+  double best = 0.0;
+  for (const auto& [cpu, figure] : gbps) best = std::max(best, figure);
+  const int chosen = std::stoi(context.at("one_thread_cpu").get<std::string>());
+  REQUIRE(gbps.count(chosen) == 1);
+  CHECK(gbps.at(chosen) >= best - 0.011);
+  for (const auto& b : doc.at("benchmarks"))
+    if (b.value("run_type", "") == "iteration") CHECK(b.value("label", "") == "CPU " + std::to_string(chosen));
+  fs::remove_all(scratch_dir());
 }

@@ -1,8 +1,13 @@
 #include <catch2/catch.hpp>
+#include <sched.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdlib>
+#include <system_error>
 #include <vector>
 
+#include "attncheck/cpu.h"
 #include "attncheck/peak.h"
 
 TEST_CASE("the peak FMA probe returns a positive finite throughput", "[peak]") {
@@ -42,4 +47,49 @@ TEST_CASE("the probe's sum adds every float exactly once from any start and coun
       CHECK(attncheck::sum_floats(x.data() + start, count) == expected);
     }
   }
+}
+
+TEST_CASE("a thread placed on one CPU runs there, and gets its CPUs back after", "[peak][cpu]") {
+  const std::vector<int> cpus = attncheck::allowed_cpus();
+  REQUIRE_FALSE(cpus.empty());
+  const int before = attncheck::confined_cpu();
+  for (int cpu : cpus) {
+    INFO("CPU " << cpu);
+    {
+      const attncheck::OnCpu placed(cpu);
+      CHECK(attncheck::confined_cpu() == cpu);
+      CHECK(::sched_getcpu() == cpu);
+    }
+    CHECK(attncheck::confined_cpu() == before);
+    CHECK(attncheck::allowed_cpus() == cpus);
+  }
+  {
+    const attncheck::OnCpu unplaced(-1);  // no CPU: nothing changes
+    CHECK(attncheck::allowed_cpus() == cpus);
+  }
+  // A CPU the machine does not have is refused, and the thread keeps its CPUs.
+  const int missing = CPU_SETSIZE - 1;
+  if (::sysconf(_SC_NPROCESSORS_CONF) < missing) {
+    CHECK_THROWS_AS(attncheck::OnCpu(missing), std::system_error);
+    CHECK(attncheck::allowed_cpus() == cpus);
+  }
+}
+
+TEST_CASE("CPU lists are written as the kernel writes them", "[cpu]") {
+  CHECK(attncheck::cpu_list({}).empty());
+  CHECK(attncheck::cpu_list({3}) == "3");
+  CHECK(attncheck::cpu_list({0, 1}) == "0-1");
+  CHECK(attncheck::cpu_list({0, 1, 2, 5, 7, 8}) == "0-2,5,7-8");
+}
+
+TEST_CASE("the read bandwidth probe runs on each CPU asked for", "[peak][cpu]") {
+  ::setenv("ATTNCHECK_BANDWIDTH_MIB", "64", 1);
+  const std::vector<int> cpus = attncheck::allowed_cpus();
+  const std::vector<double> each = attncheck::measure_read_bandwidth_by_cpu(cpus);
+  REQUIRE(each.size() == cpus.size());
+  for (double gbps : each) {
+    CHECK(gbps > 0.0);
+    CHECK(gbps < 10000.0);
+  }
+  CHECK(attncheck::allowed_cpus() == cpus);  // the caller is free again
 }

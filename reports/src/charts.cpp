@@ -314,7 +314,9 @@ constexpr int fma_point = 5;     // filled square
 std::string roof_conditions(const BenchRun& run) {
   std::vector<std::string> parts;
   if (run.bandwidth_1)
-    parts.push_back(fmt::format("read bandwidth {} GB/s on 1 thread{}", format_number(*run.bandwidth_1),
+    parts.push_back(fmt::format("read bandwidth {} GB/s on 1 thread{}{}", format_number(*run.bandwidth_1),
+                                run.one_thread_cpu ? fmt::format(" (CPU {:.0f}, as every 1-thread run)", *run.one_thread_cpu)
+                                                   : "",
                                 run.bandwidth_all && run.bandwidth_threads > 1
                                     ? fmt::format(", {} GB/s on {}", format_number(*run.bandwidth_all), run.bandwidth_threads)
                                     : ""));

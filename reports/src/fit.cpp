@@ -127,8 +127,11 @@ std::string bench_conditions(const BenchRun& run, int threads) {
     tensors = *run.tensor_offset_bytes == 0
                   ? ", tensors on a 64-byte boundary"
                   : fmt::format(", tensors {} bytes past a 64-byte boundary", format_number(*run.tensor_offset_bytes, 2));
-  return fmt::format("{}{}, {} thread{}, {}{}, SIMD target {}, {}, wall time{}{}", run.cpu_model, cpus, threads,
-                     threads == 1 ? "" : "s", run.compiler, flags, run.simd_target, run.statistic, tensors, load);
+  const std::string placed =
+      threads == 1 && run.one_thread_cpu ? fmt::format(" on CPU {:.0f}", *run.one_thread_cpu) : "";
+  return fmt::format("{}{}, {} thread{}{}, {}{}, SIMD target {}, {}, wall time{}{}", run.cpu_model, cpus, threads,
+                     threads == 1 ? "" : "s", placed, run.compiler, flags, run.simd_target, run.statistic, tensors,
+                     load);
 }
 
 std::string verify_conditions(const VerifyRun& run) {

@@ -148,6 +148,7 @@ void load_bench_file(const std::string& file, Model& model) {
   run.bandwidth_all = number_or_string(c, "read_bandwidth_gbps_all_threads");
   run.bandwidth_threads = static_cast<int>(number_or_string(c, "read_bandwidth_threads").value_or(0));
   run.tensor_offset_bytes = number_or_string(c, "tensor_offset_bytes");
+  run.one_thread_cpu = number_or_string(c, "one_thread_cpu");
   const size_t run_index = model.runs.size();
 
   // Collect per run name: the iteration rows and the median aggregate.

@@ -31,6 +31,8 @@ struct BenchRun {
   /// Context tensor_offset_bytes: bytes past a 64-byte boundary at which the
   /// bench placed its tensors (absent in files written before it existed).
   std::optional<double> tensor_offset_bytes;
+  /// Context one_thread_cpu: the CPU every 1-thread benchmark ran on.
+  std::optional<double> one_thread_cpu;
   int repetitions = 1;                ///< the largest repetition count in the file
   std::string statistic;              ///< "median of 3 repetitions" or "single run"
 };

@@ -112,9 +112,12 @@ TEST_CASE("the Markdown headline holds the expected rows and numbers") {
   CHECK_THAT(md, Contains("| fused | 256 | 0.342 ms | 98.0 | 41 % | median of 3 (0.336–0.369 ms, spread 9.8 %) |"));
   CHECK_THAT(md, Contains("| fused | 512 | 1.37 ms | 98.0 | 41 % | median of 3 (1.34–1.48 ms, spread 9.8 %) |"));
   // Conditions under the tables.
-  CHECK_THAT(md, Contains("AMD EPYC 9R45 (fixture) (2 logical CPUs), 1 thread, g++ 12.2.0 -O3 -DNDEBUG, SIMD target "
-                          "AVX3_ZEN4, single run (1 repetition), wall time, load average 0.12"));
-  CHECK_THAT(md, Contains("2 threads, g++ 12.2.0 -O3 -DNDEBUG, SIMD target AVX3_ZEN4, median of 3 repetitions"));
+  // The 1-thread runs name the CPU the bench placed them on (as the single-run file says); runs on
+  // more threads are not placed.
+  CHECK_THAT(md, Contains("AMD EPYC 9R45 (fixture) (2 logical CPUs), 1 thread on CPU 0, g++ 12.2.0 -O3 -DNDEBUG, SIMD "
+                          "target AVX3_ZEN4, single run (1 repetition), wall time, load average 0.12"));
+  CHECK_THAT(md, Contains("(2 logical CPUs), 2 threads, g++ 12.2.0 -O3 -DNDEBUG, SIMD target AVX3_ZEN4, median of 3 "
+                          "repetitions"));
   // Where the bench placed its tensors, when the file says (the single-run file predates the field).
   CHECK_THAT(md, Contains("median of 3 repetitions, wall time, tensors 16 bytes past a 64-byte boundary, load average"));
   CHECK_THAT(md, !Contains("single run (1 repetition), wall time, tensors"));
@@ -466,7 +469,8 @@ TEST_CASE("cross shapes are charted as GB/s vs n_k under the measured bandwidth,
   CHECK_THAT(chart, Contains("title \"read bandwidth, 2 threads: 50.0 GB/s\""));
   CHECK_THAT(chart, Contains("AMD EPYC (2 logical CPUs), 1 and 2 threads, GNU 12.2.0"));
   CHECK_THAT(chart, Contains("wall time, tensors on a 64-byte boundary"));
-  CHECK_THAT(chart, Contains("read bandwidth 40.0 GB/s on 1 thread, 50.0 GB/s on 2, FMA peak 200 GFLOP/s per core, batch 1, heads 8"));
+  CHECK_THAT(chart, Contains("read bandwidth 40.0 GB/s on 1 thread (CPU 1, as every 1-thread run), 50.0 GB/s on 2, "
+                             "FMA peak 200 GFLOP/s per core, batch 1, heads 8"));
   // Columns n_k, GB/s, memory-bound GB/s, FMA-bound GB/s, FMA roof in GB/s (200 / 37.5).
   CHECK_THAT(chart, Contains("16384 32 32 NaN NaN\n"));
   CHECK_THAT(chart, Contains("4096 4 NaN 4 5.33333333\n"));

@@ -72,6 +72,11 @@ struct BenchOptions {
   /// cache lines.
   int64_t tensor_offset = 0;
   double min_time = 0.5;   ///< seconds per benchmark (and repetition)
+  /// The CPU on which every 1-thread benchmark and the 1-thread probes run
+  /// (the CPUs of a virtual machine may differ); -1: the CPU that read
+  /// fastest in a 1-thread probe of each. exec: children are not placed (one
+  /// child serves every thread count).
+  int cpu = -1;
   std::string json_path;   ///< empty: no JSON file
   /// Runs the repetitions of all benchmarks in random interleaved order, so
   /// that changing load on a shared machine spreads over every benchmark.

@@ -12,8 +12,9 @@ namespace attncheck {
 /// threads running at once, best of several short runs (about 200 ms in all).
 /// Each thread runs many independent chains of FMAs on the widest vectors the
 /// CPU supports (Highway dynamic dispatch), so neither latency nor the
-/// compiler's reshaping of a scalar loop hides the limit.
-double measure_peak_fma_gflops(int threads = 1);
+/// compiler's reshaping of a scalar loop hides the limit. With one thread and
+/// one_thread_cpu >= 0, the probe runs on that CPU (OnCpu, cpu.h).
+double measure_peak_fma_gflops(int threads = 1, int one_thread_cpu = -1);
 
 /// The Highway target the probe dispatches to on this CPU (e.g. "AVX3").
 std::string peak_probe_target();
@@ -28,8 +29,12 @@ namespace attncheck {
 /// best of 5 runs (wall time from a common start). The roof of memory-bound
 /// (decode) shapes, as the FMA peak is that of prefill.
 double measure_read_bandwidth_gbps(int threads = 1);
-/// The same for each thread count, on one buffer (mapped once).
-std::vector<double> measure_read_bandwidth_gbps(const std::vector<int>& thread_counts);
+/// The same for each thread count, on one buffer (mapped once); the 1-thread
+/// runs on CPU one_thread_cpu if it is >= 0 (the others wherever the system
+/// puts their threads).
+std::vector<double> measure_read_bandwidth_gbps(const std::vector<int>& thread_counts, int one_thread_cpu = -1);
+/// The 1-thread read bandwidth on each of `cpus` in turn, on one buffer.
+std::vector<double> measure_read_bandwidth_by_cpu(const std::vector<int>& cpus);
 
 /// Bytes of the buffer the bandwidth probe streams: 256 MiB, or
 /// ATTNCHECK_BANDWIDTH_MIB mebibytes (64 .. 65536) from the environment.
