@@ -203,7 +203,9 @@ TEST_CASE("a time budget cuts the run short, names the properties and is not a p
 TEST_CASE("a child that hangs when d_v = 3 costs seconds, shrinks to d_v = 3, and replays from the printed line",
           "[ci][hang]") {
   const fs::path dir = fresh_dir("attncheck-ci-hang");
-  const Result r = attncheck("verify --impl '" + kHangChild + "' --seed 1 --cases 40 --timeout-ms 250 "
+  // 1 s: a correct call of a restarted child gets at least 200 ms (call_timeout_ms). With 250 ms it got 51,
+  // and in a sanitized CI run beside another test a restarted Python child once took longer on a d_v = 33 case.
+  const Result r = attncheck("verify --impl '" + kHangChild + "' --seed 1 --cases 40 --timeout-ms 1000 "
                              "--property shape --property row_sum --property convex_hull --json v.json",
                              dir);
   INFO(r.output);
