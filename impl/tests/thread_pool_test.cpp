@@ -65,6 +65,29 @@ TEST_CASE("the pool runs every task at the same time, and again on the next call
   }
 }
 
+TEST_CASE("calls that need fewer threads than the pool has run each task once, and no other") {
+  // The pool grows to 4 helpers at the first call; later calls need 0 to 4 of them.
+  for (int64_t count : {5, 2, 4, 1, 3, 5, 2, 2, 5}) {
+    INFO("threads " << count);
+    std::barrier meet(static_cast<std::ptrdiff_t>(count));  // would never open if a task ran after another
+    std::vector<std::atomic<int>> ran(static_cast<size_t>(count));
+    std::atomic<int> stray{0};  // a task index the call does not have: a thread it did not need ran
+    attncheck::detail::run_concurrently(
+        count,
+        [&](int64_t t) {
+          if (t < 0 || t >= count) {
+            stray.fetch_add(1);
+            return;
+          }
+          meet.arrive_and_wait();
+          ran[static_cast<size_t>(t)].fetch_add(1);
+        },
+        [](int64_t missing) { FAIL("threads not started: " << missing); });
+    CHECK(stray.load() == 0);
+    for (auto& r : ran) CHECK(r.load() == 1);
+  }
+}
+
 TEST_CASE("callers on several threads at once each get the single-thread result") {
   const Call small = make_call(130, 300, 1), decode = make_call(3, 2500, 2);
   const auto small_expected = run(small, 1), decode_expected = run(decode, 1);
