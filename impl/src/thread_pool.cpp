@@ -60,7 +60,7 @@ class Pool {
   // helpers): it polls for the next call after taking part in one, then
   // sleeps on its own condition variable, which only such calls notify.
   // 2-thread calls among 3-thread ones on 2 cores, n = 512 and 1024, took
-  // 0.79-0.90x the time with the unneeded thread asleep instead of woken to
+  // 0.77-0.90x the time with the unneeded thread asleep instead of woken to
   // poll (docs/performance.md, "Threads").
   void serve(int64_t index, std::condition_variable& wake) {
     uint64_t seen = 0;
