@@ -82,7 +82,7 @@ TEST_CASE("CPU lists are written as the kernel writes them", "[cpu]") {
   CHECK(attncheck::cpu_list({0, 1, 2, 5, 7, 8}) == "0-2,5,7-8");
 }
 
-TEST_CASE("the read bandwidth probe runs on each CPU asked for", "[peak][cpu]") {
+TEST_CASE("the read bandwidth probe gives a figure for each CPU asked for, and leaves the caller free", "[peak][cpu]") {
   ::setenv("ATTNCHECK_BANDWIDTH_MIB", "64", 1);
   const std::vector<int> cpus = attncheck::allowed_cpus();
   const std::vector<double> each = attncheck::measure_read_bandwidth_by_cpu(cpus);
