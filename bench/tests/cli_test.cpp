@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "attncheck/cpu.h"
@@ -140,7 +141,8 @@ TEST_CASE("attncheck bench runs cross shapes --n-q × --n-k with bytes, GB/s and
   CHECK(context.at("batch") == "2");
   // The probes ran before and after the benchmarks; the roof is the higher of each.
   const auto figure = [&](const std::string& key) { return std::stod(context.at(key).get<std::string>()); };
-  for (const std::string key : {"peak_fma_gflops", "read_bandwidth_gbps_1_thread", "read_bandwidth_gbps_all_threads"}) {
+  for (const std::string key : {"peak_fma_gflops", "peak_fma_gflops_all_threads", "read_bandwidth_gbps_1_thread",
+                                 "read_bandwidth_gbps_all_threads"}) {
     INFO(key);
     CHECK(figure(key) == std::max(figure(key + "_before"), figure(key + "_after")));
   }
@@ -273,6 +275,39 @@ TEST_CASE("attncheck bench times the read floor beside fused: bytes and GB/s, no
     CHECK_FALSE(floor->second.contains("gflops"));
     CHECK_FALSE(floor->second.contains("peak_fraction"));
   }
+}
+
+TEST_CASE("attncheck bench judges runs on several threads against the FMA peak probed on as many threads", "[cli]") {
+  const fs::path json_path = scratch_dir() / "threads.json";
+  fs::remove(json_path);
+  // 3 threads: more than the CPUs of a 2-CPU machine, whose roof is then the CPUs' together.
+  const Outcome outcome = run_cli("--impl fused --n 128 --d 16 --threads 1,2,3 --repetitions 2 --min-time 0.01 "
+                                  "--json " + json_path.string());
+  INFO(outcome.err);
+  REQUIRE(outcome.status == 0);
+  std::ifstream in(json_path);
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  const auto& context = doc.at("context");
+  const auto figure = [&](const std::string& key) { return std::stod(context.at(key).get<std::string>()); };
+  const double one = figure("peak_fma_gflops"), all = figure("peak_fma_gflops_all_threads");
+  const auto cpus = static_cast<double>(std::max(1u, std::thread::hardware_concurrency()));
+  CHECK(figure("peak_fma_threads") == cpus);
+  CHECK(all > 0.0);
+  if (cpus == 1) CHECK(all == one);
+  size_t checked = 0;
+  for (const auto& b : doc.at("benchmarks")) {
+    const std::string aggregate = b.value("aggregate_name", "");
+    if (b.value("run_type", "") == "aggregate" && aggregate != "median") continue;
+    const std::string name = b.at("name").get<std::string>();
+    INFO(name);
+    const double threads = std::stod(name.substr(name.find("/threads:") + 9));
+    // One core's peak for 1 thread; the probe of the CPUs together for as many
+    // threads or more; its share for fewer.
+    const double peak = threads == 1 ? one : threads >= cpus ? all : all * threads / cpus;
+    CHECK(b.at("peak_fraction").get<double>() == Approx(b.at("gflops").get<double>() / peak).epsilon(1e-3));
+    ++checked;
+  }
+  CHECK(checked == 3 * 3);  // 2 iterations and a median for each thread count
 }
 
 TEST_CASE("attncheck bench runs every 1-thread benchmark on the CPU of the 1-thread probes", "[cli][cpu]") {

@@ -252,7 +252,7 @@ Chart gflops_chart(const Model& model, const std::vector<const Series*>& series,
     const std::string ridge =
         bandwidth && run.peak_gflops
             ? fmt::format("; ridge {} flop/byte = FMA peak / read bandwidth {} GB/s",
-                          format_number(*run.peak_gflops * config.threads / *bandwidth), format_number(*bandwidth))
+                          format_number(*peak_for(run, config.threads) / *bandwidth), format_number(*bandwidth))
             : "";
     binding = fmt::format("useful flops per byte moved {}–{}{}: {}", format_number(intensity_min),
                           format_number(intensity_max), ridge,
@@ -263,10 +263,10 @@ Chart gflops_chart(const Model& model, const std::vector<const Series*>& series,
                                             fmt::join(memory_bound, ", ")));
     conditions += "\n" + binding;
   }
-  // peak_fma_gflops is the probe's per-core figure; the configuration's ceiling is that times its threads.
+  // The configuration's ceiling: the probe's figure for its threads (peak_for).
   std::optional<double> peak;
   for (const Series* s : series)
-    if (!peak && model.runs[s->run].peak_gflops) peak = *model.runs[s->run].peak_gflops * config.threads;
+    if (!peak) peak = peak_for(model.runs[s->run], config.threads);
   chart.caption = fmt::format("Useful GFLOP/s (4·n_q·n_k·d, causal counts allowed pairs only) vs n, {}{}. {}",
                               config.label(),
                               peak ? fmt::format("; the dashed line is the measured FMA peak, {} GFLOP/s",
@@ -320,7 +320,11 @@ std::string roof_conditions(const BenchRun& run) {
                                 run.bandwidth_all && run.bandwidth_threads > 1
                                     ? fmt::format(", {} GB/s on {}", format_number(*run.bandwidth_all), run.bandwidth_threads)
                                     : ""));
-  if (run.peak_gflops) parts.push_back(fmt::format("FMA peak {} GFLOP/s per core", format_number(*run.peak_gflops)));
+  if (run.peak_gflops)
+    parts.push_back(fmt::format("FMA peak {} GFLOP/s per core{}", format_number(*run.peak_gflops),
+                                run.peak_all && run.peak_threads > 1
+                                    ? fmt::format(", {} on {} together", format_number(*run.peak_all), run.peak_threads)
+                                    : ""));
   for (const char* key : {"batch", "heads"})
     if (run.context.contains(key)) {
       const json& v = run.context[key];
@@ -815,11 +819,19 @@ Chart counterexample_chart(const VerifyRun& run, const json& property, size_t in
 
 }  // namespace
 
+std::optional<double> peak_for(const BenchRun& run, int threads) {
+  if (!run.peak_gflops) return std::nullopt;
+  if (threads <= 1) return run.peak_gflops;
+  if (!run.peak_all || run.peak_threads < 1) return *run.peak_gflops * threads;
+  if (threads >= run.peak_threads) return run.peak_all;
+  return *run.peak_all * threads / run.peak_threads;
+}
+
 Roofline roofline(const Model& model, const Measurement& m) {
   Roofline r;
   if (m.run >= model.runs.size()) return r;
   const BenchRun& run = model.runs[m.run];
-  if (run.peak_gflops) r.peak_gflops = *run.peak_gflops * m.threads;
+  r.peak_gflops = peak_for(run, m.threads);
   r.bandwidth_gbps = bandwidth_for(run, m.threads);
   if (m.gflops && m.gbytes_per_s && *m.gbytes_per_s > 0) r.intensity = *m.gflops / *m.gbytes_per_s;
   if (!r.intensity || !r.peak_gflops || !r.bandwidth_gbps) return r;

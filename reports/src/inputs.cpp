@@ -144,6 +144,8 @@ void load_bench_file(const std::string& file, Model& model) {
     run.load_average = c["load_avg"][0].get<double>();
   run.num_cpus = static_cast<int>(number_or_string(c, "num_cpus").value_or(0));
   run.peak_gflops = number_or_string(c, "peak_fma_gflops");
+  run.peak_all = number_or_string(c, "peak_fma_gflops_all_threads");
+  run.peak_threads = static_cast<int>(number_or_string(c, "peak_fma_threads").value_or(0));
   run.bandwidth_1 = number_or_string(c, "read_bandwidth_gbps_1_thread");
   run.bandwidth_all = number_or_string(c, "read_bandwidth_gbps_all_threads");
   run.bandwidth_threads = static_cast<int>(number_or_string(c, "read_bandwidth_threads").value_or(0));
@@ -266,9 +268,8 @@ void load_bench_file(const std::string& file, Model& model) {
     m.peak_fraction = number_or_string(*source, "peak_fraction");
     if (const auto bytes = number_or_string(*source, "bytes")) m.gbytes_per_s = *bytes / 1e9;
     m.compute_s = number_or_string(*source, "compute_seconds");
-    // peak_fma_gflops is per core, as attncheck bench measures it.
-    if (!m.peak_fraction && m.gflops && run.peak_gflops && *run.peak_gflops > 0)
-      m.peak_fraction = *m.gflops / (*run.peak_gflops * m.threads);
+    if (const auto peak = peak_for(run, m.threads); !m.peak_fraction && m.gflops && peak && *peak > 0)
+      m.peak_fraction = *m.gflops / *peak;
     run.repetitions = std::max(run.repetitions, m.repetitions);
 
     if (cross) {

@@ -23,7 +23,11 @@ struct BenchRun {
   nlohmann::json context;  ///< the file's context object, as written
   std::string cpu_model, compiler, cxx_flags, simd_target, date, host_name, library_build_type;
   int num_cpus = 0;
-  std::optional<double> peak_gflops;  ///< context peak_fma_gflops
+  std::optional<double> peak_gflops;  ///< context peak_fma_gflops (one core)
+  /// Context peak_fma_gflops_all_threads and peak_fma_threads: the FMA peak
+  /// of that many threads together (absent in files written before it existed).
+  std::optional<double> peak_all;
+  int peak_threads = 0;
   std::optional<double> load_average; ///< first of context load_avg: other work on the machine
   /// Context read_bandwidth_gbps_1_thread / _all_threads (GB/s) and read_bandwidth_threads.
   std::optional<double> bandwidth_1, bandwidth_all;
@@ -168,12 +172,17 @@ std::string power_conditions(const PowerRun& run, const std::string& separator =
 /// the FMA peak and bandwidth × intensity) and the fraction of it reached.
 struct Roofline {
   std::optional<double> intensity;       ///< flop per byte
-  std::optional<double> peak_gflops;     ///< FMA peak × threads
+  std::optional<double> peak_gflops;     ///< FMA peak with the measurement's threads (peak_for)
   std::optional<double> bandwidth_gbps;  ///< read bandwidth measured with the measurement's threads
   std::string binds;                     ///< "memory", "FMA", or "" when a roof or counter is missing
   std::optional<double> fraction;        ///< achieved / binding roof (GB/s or GFLOP/s)
 };
 Roofline roofline(const Model& model, const Measurement& m);
+/// The FMA peak a run's calls on `threads` threads can reach, GFLOP/s, as
+/// attncheck bench divides by: one core's for 1 thread; the all-threads probe
+/// for peak_threads threads or more, its share for fewer; one core's times
+/// the threads in files without that probe.
+std::optional<double> peak_for(const BenchRun& run, int threads);
 /// The cross shapes as table rows (first row the header), with their roofline.
 std::vector<std::vector<std::string>> decode_table(const Model& model);
 /// One line per measurement whose implementation reported its own compute

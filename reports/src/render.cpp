@@ -439,9 +439,9 @@ std::vector<Counterexample> counterexamples(const VerifyRun& run) {
 constexpr const char* decode_legend =
     "Wall time per call (median over repetitions; the statistic gives the fastest and slowest repetition and "
     "their spread, so that differences smaller than it read as noise); GB/s counts K and V once up to the last "
-    "readable key, Q and O once; flop/byte is useful flops per byte moved. The binding roof is the lower of the FMA peak (per core × "
-    "threads) and read bandwidth × flop/byte, with the bandwidth measured in the same run for the same thread "
-    "count; % of binding roof is GB/s over bandwidth where memory binds, GFLOP/s over peak where the FMA peak "
+    "readable key, Q and O once; flop/byte is useful flops per byte moved. The binding roof is the lower of the FMA peak and read "
+    "bandwidth × flop/byte, both measured in the same run for the same thread count (the FMA peak of several "
+    "threads by a probe running them together; in files without it, one core's times the threads); % of binding roof is GB/s over bandwidth where memory binds, GFLOP/s over peak where the FMA peak "
     "binds. Own compute time is what a plugin or exec child reported (compute_seconds); charts and rates use the "
     "wall time.";
 
@@ -594,6 +594,8 @@ std::string render_json(const Model& model) {
                     {"cxx_flags", r.cxx_flags},
                     {"simd_target", r.simd_target},
                     {"peak_fma_gflops", optional_number(r.peak_gflops)},
+                    {"peak_fma_gflops_all_threads", optional_number(r.peak_all)},
+                    {"peak_fma_threads", r.peak_threads > 0 ? json(r.peak_threads) : json()},
                     {"date", r.date},
                     {"host_name", r.host_name},
                     {"library_build_type", r.library_build_type},

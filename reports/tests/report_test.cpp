@@ -458,6 +458,8 @@ TEST_CASE("cross shapes are charted as GB/s vs n_k under the measured bandwidth,
   CHECK_THAT(md, Contains("| fused | 1 | 16384 | 128 | none | 2 | 1.70 ms | 40.0 | 20.0 | 0.500 | memory, 50.0 GB/s | 80 % |"));
   // 37.5 flop/byte is above it: the FMA peak binds, 150 of 200 GFLOP/s.
   CHECK_THAT(md, Contains("| fused | 64 | 4096 | 128 | none | 1 | 4.00 ms | 4.00 | 150 | 37.5 | FMA, 200 GFLOP/s | 75 % |"));
+  // 2 threads: against the peak probed on 2 threads together (360), not twice one core's.
+  CHECK_THAT(md, Contains("| fused | 64 | 4096 | 128 | none | 2 | 2.50 ms | 6.40 | 240 | 37.5 | FMA, 360 GFLOP/s | 67 % |"));
   // The child's own compute time is shown, and its isolation overhead flagged.
   CHECK_THAT(md, Contains("| 2.00 ms |"));
   CHECK_THAT(md, Contains("exec:fake/n_q:1/n_k:16384/d:128/mask:none/threads:1: wall 10.0 ms, own compute 2.00 ms: "
@@ -470,17 +472,18 @@ TEST_CASE("cross shapes are charted as GB/s vs n_k under the measured bandwidth,
   CHECK_THAT(chart, Contains("AMD EPYC (2 logical CPUs), 1 and 2 threads, GNU 12.2.0"));
   CHECK_THAT(chart, Contains("wall time, tensors on a 64-byte boundary"));
   CHECK_THAT(chart, Contains("read bandwidth 40.0 GB/s on 1 thread (CPU 1, as every 1-thread run), 50.0 GB/s on 2, "
-                             "FMA peak 200 GFLOP/s per core, batch 1, heads 8"));
+                             "FMA peak 200 GFLOP/s per core, 360 on 2 together, batch 1, heads 8"));
   // Columns n_k, GB/s, memory-bound GB/s, FMA-bound GB/s, FMA roof in GB/s (200 / 37.5).
   CHECK_THAT(chart, Contains("16384 32 32 NaN NaN\n"));
   CHECK_THAT(chart, Contains("4096 4 NaN 4 5.33333333\n"));
+  CHECK_THAT(chart, Contains("4096 6.4 NaN 6.4 9.6\n"));  // 360 / 37.5 on 2 threads
   const std::string html = read_text(result.html_path);
   CHECK_THAT(html, Contains("<h2>Decode and cross shapes</h2>"));
   CHECK_THAT(html, Contains("<figure id=\"decode-d128-none\">"));
 
   // report.json carries the same rows and verdicts of the roofline for CI to read.
   const auto report = nlohmann::json::parse(read_text(result.json_path));
-  REQUIRE(report["cross_records"].size() == 4);
+  REQUIRE(report["cross_records"].size() == 5);
   CHECK(report["records"].empty());
   std::map<std::string, nlohmann::json> by_name;
   for (const auto& r : report["cross_records"]) by_name[r["benchmark"].get<std::string>()] = r;
@@ -500,6 +503,11 @@ TEST_CASE("cross shapes are charted as GB/s vs n_k under the measured bandwidth,
   CHECK(cross["roofline"]["peak_gflops"].get<double>() == Approx(200));
   CHECK(cross["roofline"]["fraction"].get<double>() == Approx(0.75));
   CHECK(cross["roofline"]["flop_per_byte"].get<double>() == Approx(37.5));
+  const auto& cross_two = by_name.at("fused/n_q:64/n_k:4096/d:128/mask:none/threads:2");
+  CHECK(cross_two["roofline"]["peak_gflops"].get<double>() == Approx(360));
+  CHECK(cross_two["roofline"]["fraction"].get<double>() == Approx(240.0 / 360));
+  CHECK(report["bench_runs"][0]["peak_fma_gflops_all_threads"].get<double>() == Approx(360));
+  CHECK(report["bench_runs"][0]["peak_fma_threads"] == 2);
   CHECK(by_name.at("exec:fake/n_q:1/n_k:16384/d:128/mask:none/threads:1")["compute_seconds"].get<double>() ==
         Approx(2e-3));
 }
