@@ -121,12 +121,15 @@ constexpr size_t kStepTerms = 8;
 static_assert(kDotBlock % kStepTerms == 0);
 static_assert(kDotBlock == 16, "DotBlock's HWY_UNROLL takes the block length as a literal");
 
-// A prefetch into L2, not L1: the lines fetched ahead are used a panel or a
-// block later, and brought into L1 they evicted the data being computed on.
-// With the rows in the lanes (decode-inl.h), n_q = 16 against n_k = 16384 and
-// 65536 took 0.88-0.90x the time (n_q = 32: 0.95-0.98x); the tiled path did
-// not change (docs/performance-decode.md).
-HWY_INLINE void PrefetchToL2(const void* p) { __builtin_prefetch(p, /*rw=*/0, /*locality=*/2); }
+// A prefetch into L1 (prefetcht0). Into L2 (prefetcht1) instead, on the AMD
+// EPYC Zen 5 VM with the workers' buffers in a kept block (CallArena), the
+// decode path took 1.02-1.11x the time at n_q = 4-16, d = 128, and
+// 1.26-1.28x at n_q = 16, d = 64 (AVX2: 1.00-1.02x and 1.19x); no shape
+// took longer into L1 by more than the noise, the tiled path neither. Earlier
+// code had measured the opposite on the Intel AVX-512 VM (into L2 0.88-0.94x
+// the time at n_q = 16-32) and on Zen 5 (0.93x at n_q = 16):
+// docs/performance-decode.md, "Prefetch into L1 again".
+HWY_INLINE void PrefetchToL1(const void* p) { __builtin_prefetch(p, /*rw=*/0, /*locality=*/3); }
 
 // Cache lines to fetch ahead (the next panel's keys and values when
 // streaming; the next block's when decoding), spread over the steps of the
@@ -155,13 +158,13 @@ class Prefetcher {
   HWY_INLINE void Step() {
     for (size_t i = 0; i < per_step_; ++i) {
       if (next_ >= stop_ && !NextRange()) return;
-      PrefetchToL2(next_);
+      PrefetchToL1(next_);
       next_ += 64;
     }
   }
   void Finish() {
     do {
-      for (; next_ < stop_; next_ += 64) PrefetchToL2(next_);
+      for (; next_ < stop_; next_ += 64) PrefetchToL1(next_);
     } while (NextRange());
   }
 

@@ -710,10 +710,7 @@ class DecodeWorker {
   }
 
   // Prefetch of V row `key` and of K row key + kPanelKeys (if below k1), into
-  // L2 (PrefetchToL2): into L1 (prefetcht0) the core waited on them, and
-  // n_q = 1-4 and 8 against n_k = 65536 took 1.01-1.10x the time at d = 128
-  // (n_q = 6: 0.97x), the same within 2 % at d = 64
-  // (docs/performance-decode.md). A member function, not a lambda: GCC 12
+  // L1 (PrefetchToL1, whose comment has the figures). A member function, not a lambda: GCC 12
   // compiled the prefetches of a lambda here to nothing (no prefetch
   // instruction in the object file), and the decode path lost a third of its
   // speed against memory. None for one query row: its K and V are read in
@@ -727,10 +724,10 @@ class DecodeWorker {
     const size_t dk = lay_.dk, dv = lay_.dv;
     const char* vrow = reinterpret_cast<const char*>(v + key * dv);
     if (!four_keys_ || key < split_first_key_ + kPanelKeys)  // else fetched during the block before's P · V
-      for (size_t c = 0; c < dv * sizeof(float); c += 64) PrefetchToL2(vrow + c);
+      for (size_t c = 0; c < dv * sizeof(float); c += 64) PrefetchToL1(vrow + c);
     if (key + kPanelKeys < k1) {
       const char* krow = reinterpret_cast<const char*>(k + (key + kPanelKeys) * dk);
-      for (size_t c = 0; c < dk * sizeof(float); c += 64) PrefetchToL2(krow + c);
+      for (size_t c = 0; c < dk * sizeof(float); c += 64) PrefetchToL1(krow + c);
     }
   }
 
