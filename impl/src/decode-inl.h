@@ -47,12 +47,17 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 // Above kColumnsMinRows query rows the decode path works with the lanes over
 // rows (BlockInLanes: scores and softmax on transposed blocks, P · V on
-// them or by rows, pv_in_lanes_); up to
-// it, it scores along d: four keys at a time for every four rows
-// (ScoreFourKeys) from kFourKeysMinRows rows, one key at a time below
-// (DotFourRows, DotRow). With 1 to 4 rows the path is bound by memory: scoring
-// four keys at a time was faster in cache there but slower against memory.
-// With 16 vector registers (kSixteenVectorRegisters) ScoreFourKeys' 16
+// them or by rows, pv_in_lanes_); up to it, it scores along d one key at a
+// time (DotFourRows, DotRow). Four keys at a time (ScoreFourKeys) runs only
+// when forced (DecodeScoring::four_keys): on the AMD EPYC Zen 5 VM, with the
+// lines fetched ahead into L1, it took 1.06-1.18x the time of one key at a
+// time at 5 to 8 rows against memory (n_k = 16384 and 65536, d = 64 and 128)
+// and 1.11-1.24x that of the lanes over rows, which from 6 rows took
+// 0.84-0.97x the time of one key at a time on 1 and 2 threads (5 rows
+// 0.96-1.06x; in cache, 4-8 MiB of K and V, 1.02-1.09x); earlier code on the
+// Zen 4 VM had preferred four keys at 5 to 8 rows and on the Intel AVX-512 VM
+// one key at a time (docs/performance-decode.md, "Scoring methods from 5
+// rows"). With 16 vector registers (kSixteenVectorRegisters) ScoreFourKeys' 16
 // accumulators spill and it took 1.4–2× as long as one key at a time. The
 // lanes over rows cost the same for 9 to 16 rows with vectors of 8 (AVX2) and
 // overtake one key at a time from 13 or 14 rows (against memory: 0.69–0.85×
@@ -60,8 +65,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 // (SSE4) they took 1.17–1.23× its time at 13 rows and 0.99–1.03× at 16,
 // so those targets keep one key at a time (docs/performance-decode.md).
 constexpr size_t kColumnsMinRows =
-    !kSixteenVectorRegisters ? 8 : hn::MaxLanes(DF()) >= 8 ? 12 : static_cast<size_t>(kDecodeMaxRows);
-constexpr size_t kFourKeysMinRows = kSixteenVectorRegisters ? kColumnsMinRows + 1 : 5;
+    !kSixteenVectorRegisters ? 5 : hn::MaxLanes(DF()) >= 8 ? 12 : static_cast<size_t>(kDecodeMaxRows);
 // Accumulators per register block with the lanes over rows (ScoreKeysInLanes,
 // AccumulateInLanes): with 16 registers, 12 leave room for two vectors of
 // rows and a broadcast.
@@ -336,10 +340,7 @@ class DecodeWorker {
     q_ = Allocate<float>(rows4_ * dkp_);
 #if HWY_TARGET != HWY_SCALAR
     switch (args.decode_scoring) {
-      case DecodeScoring::automatic:
-        columns_ = rows_ > kColumnsMinRows;
-        four_keys_ = !columns_ && rows_ >= kFourKeysMinRows;
-        break;
+      case DecodeScoring::automatic: columns_ = rows_ > kColumnsMinRows; break;
       case DecodeScoring::key_by_key: break;
       case DecodeScoring::four_keys: four_keys_ = true; break;
       case DecodeScoring::rows_in_lanes: columns_ = true; break;
@@ -1146,7 +1147,7 @@ class DecodeWorker {
   size_t dkp_ = 0, rows_ = 0, rows4_ = 0;
   size_t rowsp_ = 0;  // rows padded to whole vectors: the row stride of qt_, st_ and ot_
   bool columns_ = false;    // lanes over rows, BlockInLanes (more than kColumnsMinRows rows)
-  // Scores by ScoreFourKeys (kFourKeysMinRows to kColumnsMinRows rows). Its
+  // Scores by ScoreFourKeys (forced only, see kColumnsMinRows). Its
   // blocks' values are then fetched during the P · V of the block before
   // (AfterThisBlock), not beside its keys while they are scored: four keys'
   // lines issued together stalled the core. 5-8 rows, d = 128, against
