@@ -117,8 +117,9 @@ struct Limits {
   double bandwidth(int64_t threads) const { return threads <= 1 ? bandwidth_1 : bandwidth_all; }
   /// The FMA peak a call on `threads` threads can reach, GFLOP/s: one core's
   /// for 1, the all-threads probe's for as many threads as CPUs or more (the
-  /// CPUs together, which on the development VM did 0.92-0.96 of twice one
-  /// core's, and no more however many threads share them), its share in between.
+  /// CPUs together, which on the development VM did 0.92-0.96 of the two
+  /// CPUs' 1-thread figures summed, and no more however many threads share
+  /// them), its share in between.
   double peak(int64_t threads) const {
     if (threads <= 1) return peak_gflops;
     if (threads >= bandwidth_threads) return peak_all;
