@@ -362,7 +362,6 @@ class DecodeWorker {
       if (pv_in_lanes_) ot_ = Allocate<float>(lay.dv * rowsp_);
     }
 #endif
-    pv_all_rows_ = columns_ && N == 16 && rows4_ == 16;  // 13-16 rows: 16 accumulators and a vector of V
     few_rows_ahead_ = (rows_ == 2 || rows_ == 3) && !columns_ && !four_keys_ && lay.dv % N == 0 &&
                       (lay.dv / N == 4 || lay.dv / N == 8);
     o_ = Allocate<float>(row_state * lay.dvp);
@@ -623,41 +622,6 @@ class DecodeWorker {
     }
   }
 
-  // o_[r] = alpha_[r] · o_[r] + Σ_{j<kcount} st[j][r] · v[j] for all kRows
-  // rows at once (st: Sᵀ of the block, kRows = rowsp_), one vector of columns
-  // at a time: each value of the block is loaded once, where AccumulateRows'
-  // blocks of 4 rows load it once per 4 rows, and at 16 rows the block's
-  // 32 KB of V do not stay in L1 between those passes. Each sum takes the
-  // same steps as in AccumulateRows (same bits). n_q = 16 against 16384 and
-  // 65536 keys on Zen 4, medians of three runs: 0.977-0.985x the time on 1
-  // thread, 0.976-0.985x on 2 (docs/performance-decode.md).
-  template <size_t kRows, class Ahead>
-  HWY_INLINE void AccumulateAllRows(const float* HWY_RESTRICT st, size_t kcount, const float* HWY_RESTRICT v,
-                                    Ahead& ahead) {
-    const size_t N = hn::Lanes(d_);
-    const size_t dv = lay_.dv, dvp = lay_.dvp, dv_vecs = dv / N;
-    float* HWY_RESTRICT o = o_;
-    for (size_t c = 0; c < dv_vecs; ++c) {
-      VF acc[kRows];
-      for (size_t r = 0; r < kRows; ++r)
-        acc[r] = hn::Mul(hn::Load(d_, o + r * dvp + c * N), hn::Set(d_, alpha_[r]));
-      for (size_t j = 0; j < kcount; ++j) {
-        ahead.Step();
-        const VF vv = hn::LoadU(d_, v + j * dv + c * N);
-        HWY_UNROLL(16)
-        for (size_t r = 0; r < kRows; ++r) acc[r] = hn::MulAdd(hn::Set(d_, st[j * kRows + r]), vv, acc[r]);
-      }
-      for (size_t r = 0; r < kRows; ++r) hn::Store(acc[r], d_, o + r * dvp + c * N);
-    }
-    for (size_t r = 0; r < kRows; ++r) {  // columns past the last whole vector
-      for (size_t col = dv_vecs * N; col < dv; ++col) {
-        float acc = o_[r * dvp + col] * alpha_[r];
-        for (size_t j = 0; j < kcount; ++j) acc += st[j * kRows + r] * v[j * dv + col];
-        o_[r * dvp + col] = acc;
-      }
-    }
-  }
-
   // s_[r][j] = q_r · k_{j0 + j} for every row and j < kcount, with software
   // prefetch spread over the keys: the block's V row j (step 4 reads V in
   // column blocks, not in address order) and the next block's K row j, so
@@ -812,9 +776,8 @@ class DecodeWorker {
     // 0.98-0.99x; docs/performance-decode.md).
     const float* vblock = v + j0 * dv;
     Prefetcher ahead = AfterThisBlock(v, j0, k1);
-    ahead.Spread(pv_in_lanes_   ? kcount * hwy::DivCeil(vecs, 2) * hwy::DivCeil(dv, kColumnBlock)
-                 : pv_all_rows_ ? kcount * (dv / N)
-                                : kcount * (rows4_ / kGroupRows) * hwy::DivCeil(dv / N, kGroupVecs));
+    ahead.Spread(pv_in_lanes_ ? kcount * hwy::DivCeil(vecs, 2) * hwy::DivCeil(dv, kColumnBlock)
+                              : kcount * (rows4_ / kGroupRows) * hwy::DivCeil(dv / N, kGroupVecs));
     if (pv_in_lanes_) {
       for (size_t v0 = 0; v0 < vecs; v0 += 2) {
         if (vecs - v0 >= 2)
@@ -822,10 +785,12 @@ class DecodeWorker {
         else
           AccumulateInLanes<1>(vblock, kcount, v0 * N, ahead);
       }
-    } else if (pv_all_rows_) {
-      AccumulateAllRows<16>(st, kcount, vblock, ahead);
     } else {
-      AccumulateRows(st, 1, rowsp_, kcount, vblock, ahead);  // P[r][j] = st[j][r]
+      // P[r][j] = st[j][r]. By rows also at 13-16 rows on AVX-512: P · V over
+      // all 16 rows per vector of V (each value loaded once) took 1.05-1.07x
+      // the time at 16 rows with the lines fetched into L1 (13-15 rows
+      // 0.99-1.06x; docs/performance-decode.md, "Scoring methods from 5 rows").
+      AccumulateRows(st, 1, rowsp_, kcount, vblock, ahead);
     }
     ahead.Finish();
   }
@@ -1158,7 +1123,6 @@ class DecodeWorker {
   // columns_ with one vector of 16 rows and d_k = 64 or 128 on AVX-512: ScorePairs.
   bool pairs_ = false;
   bool half_tail_ = false;  // columns_: the last vector of rows is scored with half-width vectors
-  bool pv_all_rows_ = false;  // columns_ with 13-16 rows on AVX-512: P · V by AccumulateAllRows
   bool pv_in_lanes_ = false;  // columns_: P · V on Oᵀ (AccumulateInLanes), not by rows
   bool v_in_order_ = false;  // one row of more than 8 vectors: AccumulateOneRowInOrder, no software prefetch
   size_t split_first_key_ = 0;  // the split being computed starts at this key
