@@ -439,11 +439,12 @@ std::vector<Counterexample> counterexamples(const VerifyRun& run) {
 constexpr const char* decode_legend =
     "Wall time per call (median over repetitions; the statistic gives the fastest and slowest repetition and "
     "their spread, so that differences smaller than it read as noise); GB/s counts K and V once up to the last "
-    "readable key, Q and O once; flop/byte is useful flops per byte moved. The binding roof is the lower of the FMA peak and read "
-    "bandwidth × flop/byte, both measured in the same run for the same thread count (the FMA peak of several "
-    "threads by a probe running them together; in files without it, one core's times the threads); % of binding roof is GB/s over bandwidth where memory binds, GFLOP/s over peak where the FMA peak "
-    "binds. Own compute time is what a plugin or exec child reported (compute_seconds); charts and rates use the "
-    "wall time.";
+    "readable key, Q and O once; flop/byte is useful flops per byte moved. The binding roof is the lower of "
+    "the FMA peak and read bandwidth × flop/byte, both measured in the same run for the same thread count "
+    "(the FMA peak of several threads by a probe running them together; in files without it, one core's "
+    "times the threads); % of binding roof is GB/s over bandwidth where memory binds, GFLOP/s over peak "
+    "where the FMA peak binds. Own compute time is what a plugin or exec child reported (compute_seconds); "
+    "charts and rates use the wall time.";
 
 std::set<Config> configs(const Model& model) {
   std::set<Config> out;

@@ -459,7 +459,8 @@ TEST_CASE("cross shapes are charted as GB/s vs n_k under the measured bandwidth,
   // 37.5 flop/byte is above it: the FMA peak binds, 150 of 200 GFLOP/s.
   CHECK_THAT(md, Contains("| fused | 64 | 4096 | 128 | none | 1 | 4.00 ms | 4.00 | 150 | 37.5 | FMA, 200 GFLOP/s | 75 % |"));
   // 2 threads: against the peak probed on 2 threads together (360), not twice one core's.
-  CHECK_THAT(md, Contains("| fused | 64 | 4096 | 128 | none | 2 | 2.50 ms | 6.40 | 240 | 37.5 | FMA, 360 GFLOP/s | 67 % |"));
+  CHECK_THAT(md, Contains("| fused | 64 | 4096 | 128 | none | 2 | 2.50 ms | 6.40 | 240 | 37.5 | "
+                          "FMA, 360 GFLOP/s | 67 % |"));
   // The child's own compute time is shown, and its isolation overhead flagged.
   CHECK_THAT(md, Contains("| 2.00 ms |"));
   CHECK_THAT(md, Contains("exec:fake/n_q:1/n_k:16384/d:128/mask:none/threads:1: wall 10.0 ms, own compute 2.00 ms: "
