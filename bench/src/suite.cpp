@@ -103,10 +103,10 @@ std::string family_suffix(int64_t d, const std::string& mask, int64_t threads) {
 // The machine's limits measured before the benchmarks run.
 struct Limits {
   double peak_gflops = 0.0;     ///< FMA peak of one core
-  double peak_all = 0.0;        ///< FMA peak of bandwidth_threads threads together, GFLOP/s
+  double peak_all = 0.0;        ///< FMA peak of all_threads threads together, GFLOP/s
   double bandwidth_1 = 0.0;     ///< read bandwidth, GB/s, 1 thread
-  double bandwidth_all = 0.0;   ///< read bandwidth, GB/s, bandwidth_threads threads
-  int bandwidth_threads = 1;    ///< the threads of the all-threads probes: one per CPU
+  double bandwidth_all = 0.0;   ///< read bandwidth, GB/s, all_threads threads
+  int all_threads = 1;          ///< the threads of the all-threads probes: one per CPU
   /// The CPU of the 1-thread benchmarks and probes (-1: not placed).
   int cpu = -1;
   /// The 1-thread read bandwidth on each CPU the process may use (probe_cpus,
@@ -122,8 +122,8 @@ struct Limits {
   /// them), its share in between.
   double peak(int64_t threads) const {
     if (threads <= 1) return peak_gflops;
-    if (threads >= bandwidth_threads) return peak_all;
-    return peak_all * static_cast<double>(threads) / bandwidth_threads;
+    if (threads >= all_threads) return peak_all;
+    return peak_all * static_cast<double>(threads) / all_threads;
   }
 };
 
@@ -168,19 +168,19 @@ Limits measure_limits(const char* when, int cpu) {
   Limits limits;
   limits.cpu = cpu;
   limits.peak_gflops = measure_peak_fma_gflops(1, cpu);
-  limits.bandwidth_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  limits.all_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   limits.peak_all =
-      limits.bandwidth_threads == 1 ? limits.peak_gflops : measure_peak_fma_gflops(limits.bandwidth_threads);
+      limits.all_threads == 1 ? limits.peak_gflops : measure_peak_fma_gflops(limits.all_threads);
   const std::vector<double> bandwidth = measure_read_bandwidth_gbps(
-      limits.bandwidth_threads == 1 ? std::vector<int>{1} : std::vector<int>{1, limits.bandwidth_threads}, cpu);
+      limits.all_threads == 1 ? std::vector<int>{1} : std::vector<int>{1, limits.all_threads}, cpu);
   limits.bandwidth_1 = bandwidth[0];
-  limits.bandwidth_all = limits.bandwidth_threads == 1 ? bandwidth[0] : bandwidth[1];
+  limits.bandwidth_all = limits.all_threads == 1 ? bandwidth[0] : bandwidth[1];
   const std::string placed = cpu >= 0 ? fmt::format(" on CPU {}", cpu) : "";
   fmt::print("{}: peak fp32 FMA throughput {:.1f} GFLOP/s per core ({}, best of 32 runs{}), {:.1f} on {} "
              "together; read bandwidth {:.1f} GB/s on 1 thread{}, {:.1f} GB/s on {} ({} MiB streamed, best of 5 "
              "runs)\n",
-             when, limits.peak_gflops, peak_probe_target(), placed, limits.peak_all, limits.bandwidth_threads,
-             limits.bandwidth_1, placed, limits.bandwidth_all, limits.bandwidth_threads,
+             when, limits.peak_gflops, peak_probe_target(), placed, limits.peak_all, limits.all_threads,
+             limits.bandwidth_1, placed, limits.bandwidth_all, limits.all_threads,
              read_bandwidth_buffer_bytes() >> 20);
   std::fflush(stdout);
   return limits;
@@ -240,7 +240,7 @@ void add_context(const BenchOptions& options, const Limits& limits) {
   const double peak_gflops = limits.peak_gflops;
   benchmark::AddCustomContext("read_bandwidth_gbps_1_thread", fmt::format("{:.2f}", limits.bandwidth_1));
   benchmark::AddCustomContext("read_bandwidth_gbps_all_threads", fmt::format("{:.2f}", limits.bandwidth_all));
-  benchmark::AddCustomContext("read_bandwidth_threads", std::to_string(limits.bandwidth_threads));
+  benchmark::AddCustomContext("read_bandwidth_threads", std::to_string(limits.all_threads));
   benchmark::AddCustomContext("read_bandwidth_buffer_bytes", std::to_string(read_bandwidth_buffer_bytes()));
   if (limits.cpu >= 0) benchmark::AddCustomContext("one_thread_cpu", std::to_string(limits.cpu));
   if (!limits.bandwidth_by_cpu.empty()) {
@@ -253,7 +253,7 @@ void add_context(const BenchOptions& options, const Limits& limits) {
   benchmark::AddCustomContext("tensor_offset_bytes", std::to_string(options.tensor_offset));
   benchmark::AddCustomContext("peak_fma_gflops", fmt::format("{:.2f}", peak_gflops));
   benchmark::AddCustomContext("peak_fma_gflops_all_threads", fmt::format("{:.2f}", limits.peak_all));
-  benchmark::AddCustomContext("peak_fma_threads", std::to_string(limits.bandwidth_threads));
+  benchmark::AddCustomContext("peak_fma_threads", std::to_string(limits.all_threads));
   benchmark::AddCustomContext("peak_probe_target", peak_probe_target());
   benchmark::AddCustomContext("simd_target", active_target());
   benchmark::AddCustomContext("compiler", ATTNCHECK_COMPILER);

@@ -51,15 +51,21 @@ Outcome run_cli(const std::string& args) {
 }
 
 // Runs bench with `args` writing JSON to scratch_dir()/file; requires success
-// and returns the benchmarks' names.
-std::set<std::string> benchmark_names(const std::string& args, const std::string& file) {
+// and returns the JSON.
+nlohmann::json bench_json(const std::string& args, const std::string& file) {
   const fs::path json_path = scratch_dir() / file;
   fs::remove(json_path);
   const Outcome outcome = run_cli(args + " --json " + json_path.string());
   INFO(outcome.err);
   REQUIRE(outcome.status == 0);
   std::ifstream in(json_path);
-  const nlohmann::json doc = nlohmann::json::parse(in);
+  REQUIRE(in.good());
+  return nlohmann::json::parse(in);
+}
+
+// bench_json's benchmark names.
+std::set<std::string> benchmark_names(const std::string& args, const std::string& file) {
+  const nlohmann::json doc = bench_json(args, file);
   std::set<std::string> names;
   for (const auto& b : doc.at("benchmarks")) names.insert(b.at("name").get<std::string>());
   return names;
@@ -68,15 +74,8 @@ std::set<std::string> benchmark_names(const std::string& args, const std::string
 }  // namespace
 
 TEST_CASE("attncheck bench writes Google Benchmark JSON with names, counters, BigO and context", "[cli]") {
-  const fs::path json_path = scratch_dir() / "tiny.json";
-  fs::remove(json_path);
-  const Outcome outcome = run_cli("--impl naive-eigen --impl naive-openblas --n 64,128 --d 16 "
-                                  "--min-time 0.01 --json " + json_path.string());
-  INFO(outcome.err);
-  REQUIRE(outcome.status == 0);
-  std::ifstream in(json_path);
-  REQUIRE(in.good());
-  const nlohmann::json doc = nlohmann::json::parse(in);
+  const nlohmann::json doc =
+      bench_json("--impl naive-eigen --impl naive-openblas --n 64,128 --d 16 --min-time 0.01", "tiny.json");
 
   const auto& context = doc.at("context");
   const double peak_gflops = std::stod(context.at("peak_fma_gflops").get<std::string>());
@@ -124,14 +123,9 @@ TEST_CASE("attncheck bench writes Google Benchmark JSON with names, counters, Bi
 }
 
 TEST_CASE("attncheck bench runs cross shapes --n-q × --n-k with bytes, GB/s and the read bandwidth", "[cli]") {
-  const fs::path json_path = scratch_dir() / "cross.json";
-  fs::remove(json_path);
-  const Outcome outcome = run_cli("--impl fused --n-q 1,3 --n-k 64,200 --n 32 --d 16 --heads 2 --batch 2 "
-                                  "--repetitions 1 --min-time 0.01 --json " + json_path.string());
-  INFO(outcome.err);
-  REQUIRE(outcome.status == 0);
-  std::ifstream in(json_path);
-  const nlohmann::json doc = nlohmann::json::parse(in);
+  const nlohmann::json doc = bench_json("--impl fused --n-q 1,3 --n-k 64,200 --n 32 --d 16 --heads 2 --batch 2 "
+                                        "--repetitions 1 --min-time 0.01",
+                                        "cross.json");
   const auto& context = doc.at("context");
   const double bw1 = std::stod(context.at("read_bandwidth_gbps_1_thread").get<std::string>());
   CHECK(bw1 > 0.0);
@@ -250,14 +244,9 @@ TEST_CASE("attncheck bench measures a plugin, keeping the slashes of its path in
 }
 
 TEST_CASE("attncheck bench times the read floor beside fused: bytes and GB/s, no flops", "[cli]") {
-  const fs::path json_path = scratch_dir() / "floor.json";
-  fs::remove(json_path);
-  const Outcome outcome = run_cli("--impl fused --impl read-floor --n-q 1 --n-k 2048 --d 32 --heads 2 "
-                                  "--threads 1,2 --repetitions 1 --min-time 0.01 --json " + json_path.string());
-  INFO(outcome.err);
-  REQUIRE(outcome.status == 0);
-  std::ifstream in(json_path);
-  const nlohmann::json doc = nlohmann::json::parse(in);
+  const nlohmann::json doc = bench_json("--impl fused --impl read-floor --n-q 1 --n-k 2048 --d 32 --heads 2 "
+                                        "--threads 1,2 --repetitions 1 --min-time 0.01",
+                                        "floor.json");
   std::map<std::string, nlohmann::json> runs;
   for (const auto& b : doc.at("benchmarks"))
     if (b.value("run_type", "") == "iteration") runs[b.at("name").get<std::string>()] = b;
@@ -278,15 +267,9 @@ TEST_CASE("attncheck bench times the read floor beside fused: bytes and GB/s, no
 }
 
 TEST_CASE("attncheck bench judges runs on several threads against the FMA peak probed on as many threads", "[cli]") {
-  const fs::path json_path = scratch_dir() / "threads.json";
-  fs::remove(json_path);
   // 3 threads: more than the CPUs of a 2-CPU machine, whose roof is then the CPUs' together.
-  const Outcome outcome = run_cli("--impl fused --n 128 --d 16 --threads 1,2,3 --repetitions 2 --min-time 0.01 "
-                                  "--json " + json_path.string());
-  INFO(outcome.err);
-  REQUIRE(outcome.status == 0);
-  std::ifstream in(json_path);
-  const nlohmann::json doc = nlohmann::json::parse(in);
+  const nlohmann::json doc =
+      bench_json("--impl fused --n 128 --d 16 --threads 1,2,3 --repetitions 2 --min-time 0.01", "threads.json");
   const auto& context = doc.at("context");
   const auto figure = [&](const std::string& key) { return std::stod(context.at(key).get<std::string>()); };
   const double one = figure("peak_fma_gflops"), all = figure("peak_fma_gflops_all_threads");
@@ -315,15 +298,10 @@ TEST_CASE("attncheck bench runs every 1-thread benchmark on the CPU of the 1-thr
   REQUIRE_FALSE(cpus.empty());
   // The last CPU, so that a run left free to move is not where it should be by default.
   const int cpu = cpus.back();
-  const fs::path json_path = scratch_dir() / "cpu.json";
-  fs::remove(json_path);
-  const Outcome outcome = run_cli("--impl fused --impl plugin:" + std::string(ATTNCHECK_EXAMPLE_PLUGIN) +
-                                  " --n-q 1,20 --n-k 256 --d 16 --threads 1,2 --repetitions 1 --min-time 0.01 "
-                                  "--cpu " + std::to_string(cpu) + " --json " + json_path.string());
-  INFO(outcome.err);
-  REQUIRE(outcome.status == 0);
-  std::ifstream in(json_path);
-  const nlohmann::json doc = nlohmann::json::parse(in);
+  const nlohmann::json doc = bench_json("--impl fused --impl plugin:" + std::string(ATTNCHECK_EXAMPLE_PLUGIN) +
+                                            " --n-q 1,20 --n-k 256 --d 16 --threads 1,2 --repetitions 1 "
+                                            "--min-time 0.01 --cpu " + std::to_string(cpu),
+                                        "cpu.json");
   const auto& context = doc.at("context");
   CHECK(context.at("one_thread_cpu") == std::to_string(cpu));
   if (cpus.size() > 1) {  // the 1-thread read probe on each CPU: "0:31.20,1:35.10"
@@ -351,14 +329,7 @@ TEST_CASE("attncheck bench runs every 1-thread benchmark on the CPU of the 1-thr
 TEST_CASE("attncheck bench without --cpu places the 1-thread runs on the CPU that read fastest", "[cli][cpu]") {
   const std::vector<int> cpus = attncheck::allowed_cpus();
   if (cpus.size() < 2) return;  // one CPU: nothing to choose (the test above covers placement)
-  const fs::path json_path = scratch_dir() / "fastest.json";
-  fs::remove(json_path);
-  const Outcome outcome = run_cli("--impl fused --n 16 --d 8 --repetitions 1 --min-time 0.01 --json " +
-                                  json_path.string());
-  INFO(outcome.err);
-  REQUIRE(outcome.status == 0);
-  std::ifstream in(json_path);
-  const nlohmann::json doc = nlohmann::json::parse(in);
+  const nlohmann::json doc = bench_json("--impl fused --n 16 --d 8 --repetitions 1 --min-time 0.01", "fastest.json");
   const auto& context = doc.at("context");
   // "0:31.20,1:35.10": the CPU with the highest figure is the one chosen (the
   // figures are rounded to 0.01: a CPU within that of the highest may be it).
