@@ -149,8 +149,11 @@ void attention(const Problem& problem, const float* q, const float* k, const flo
   const int64_t total_items = s.batch * s.heads * (decode ? splits_per_slice : chunks_per_slice);
   // Negative threads are refused below, after K and V (as always, a bad K or V
   // is reported first); until then they count as one.
-  int64_t threads = options.threads == 0 ? std::max<int64_t>(1, std::thread::hardware_concurrency())
-                                         : std::max<int64_t>(1, options.threads);
+  // Counted once: std::thread::hardware_concurrency() reads /sys on every
+  // call, and calls with threads = 0 took 1.39-1.49x the time at n = 128 and
+  // one query row against 4096 keys, 1 head (docs/performance.md, "Per-call costs").
+  static const int64_t hardware_threads = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  int64_t threads = options.threads == 0 ? hardware_threads : std::max<int64_t>(1, options.threads);
   threads = std::min(threads, total_items);
   // Every path checks K and V in its threads, as it reads or packs them,
   // before it writes anything (run_attention() returns false on a value that

@@ -1,6 +1,6 @@
 #include "thread_pool.h"
 
-#include <unistd.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <atomic>
@@ -98,7 +98,14 @@ Pool& shared_pool() {
 }
 
 std::mutex pool_in_use;
-const pid_t pool_owner = ::getpid();
+// Set in every child this process forks (pthread_atfork): a child has none of
+// the pool's threads. getpid() compared on every call instead is a system
+// call: 2-thread calls took 1.06-1.13x the time with it (n = 128, and one
+// query row against 4096 keys, 1 head; docs/performance.md, "Per-call costs").
+std::atomic<bool> forked_child{false};
+const bool forked_child_tracked = [] {
+  return pthread_atfork(nullptr, nullptr, [] { forked_child.store(true, std::memory_order_relaxed); }) == 0;
+}();
 
 void run_on_fresh_threads(int64_t count, const std::function<void(int64_t)>& task,
                           const std::function<void(int64_t)>& unstarted) {
@@ -123,7 +130,7 @@ void run_concurrently(int64_t count, const std::function<void(int64_t)>& task,
   }
   // A forked child has none of its parent's pool threads (only the forking one).
   std::unique_lock use(pool_in_use, std::try_to_lock);
-  if (!use.owns_lock() || ::getpid() != pool_owner) {
+  if (!use.owns_lock() || forked_child.load(std::memory_order_relaxed) || !forked_child_tracked) {
     run_on_fresh_threads(count, task, unstarted);
     return;
   }
