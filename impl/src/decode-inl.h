@@ -869,11 +869,8 @@ class DecodeWorker {
   HWY_INLINE void ScoreColumnsOf(const float* k, const float* v, size_t j0, size_t kcount, size_t k1) {
     if constexpr (kDk != 0 && kDk % 2 == 0 && hn::MaxLanes(DF()) == 16) {
       if (pairs_) {
-        constexpr size_t kKeys = kColumnBlock / 2;
-        size_t j = 0;
-        for (; j + kKeys <= kcount; j += kKeys) ScorePairKeys<kKeys, kDk>(k, v, j0, j, k1);
-        ScorePairRest<PowerOfTwoBelow(kKeys), kDk>(k, v, j0, j, kcount, k1);
-        return;
+        if (half_tail_) return ScorePairs<kDk, true>(k, v, j0, kcount, k1);
+        return ScorePairs<kDk, false>(k, v, j0, kcount, k1);
       }
     }
     const size_t full = rowsp_ / hn::Lanes(d_) - (half_tail_ ? 1 : 0);
@@ -909,31 +906,45 @@ class DecodeWorker {
     }
   }
 
-  template <size_t kKeys, size_t kDk>
+  // Every key of the block by ScorePairKeys: kColumnBlock / 2 keys at a time
+  // (kColumnBlock accumulators, half of them with kLowOnly: at 6-8 rows
+  // twice the keys at a time took 1.08x the time against memory on 1 thread,
+  // 1.01-1.02x on 2 and 0.98x in cache), then powers of two for the rest.
+  template <size_t kDk, bool kLowOnly>
+  HWY_INLINE void ScorePairs(const float* k, const float* v, size_t j0, size_t kcount, size_t k1) {
+    constexpr size_t kKeys = kColumnBlock / 2;
+    size_t j = 0;
+    for (; j + kKeys <= kcount; j += kKeys) ScorePairKeys<kKeys, kDk, kLowOnly>(k, v, j0, j, k1);
+    ScorePairRest<PowerOfTwoBelow(kKeys), kDk, kLowOnly>(k, v, j0, j, kcount, k1);
+  }
+
+  template <size_t kKeys, size_t kDk, bool kLowOnly>
   HWY_INLINE void ScorePairRest(const float* k, const float* v, size_t j0, size_t j, size_t kcount, size_t k1) {
     if constexpr (kKeys > 0) {
       if (kcount - j >= kKeys) {
-        ScorePairKeys<kKeys, kDk>(k, v, j0, j, k1);
+        ScorePairKeys<kKeys, kDk, kLowOnly>(k, v, j0, j, k1);
         j += kKeys;
       }
-      ScorePairRest<kKeys / 2, kDk>(k, v, j0, j, kcount, k1);
+      ScorePairRest<kKeys / 2, kDk, kLowOnly>(k, v, j0, j, kcount, k1);
     }
   }
 
   // One pair of terms (x, x + 1 = 2·x2, 2·x2 + 1) of ScorePairKeys' sums for
-  // every key; the first pair initialises them (as in ScoreTerm).
-  template <size_t kKeys, bool kFirst>
+  // every key; the first pair initialises them (as in ScoreTerm). kLowOnly:
+  // rows 0–7 only (lo; hi is not touched).
+  template <size_t kKeys, bool kFirst, bool kLowOnly>
   HWY_INLINE void PairTerm(const float* HWY_RESTRICT qt, const float* HWY_RESTRICT kj, size_t dk, size_t x2,
-                           VF (&lo)[kKeys], VF (&hi)[kKeys]) {
+                           VF (&lo)[kKeys], VF (&hi)[kLowOnly ? 1 : kKeys]) {
     const hn::Repartition<double, DF> dd;
-    const VF qlo = hn::Load(d_, qt + x2 * 32), qhi = hn::Load(d_, qt + x2 * 32 + 16);
+    const VF qlo = hn::Load(d_, qt + x2 * 32);
+    const VF qhi = kLowOnly ? qlo : hn::Load(d_, qt + x2 * 32 + 16);
     HWY_UNROLL(32)  // the accumulators stay in registers only when unrolled
     for (size_t t = 0; t < kKeys; ++t) {
       double pair;  // k[x], k[x + 1]: one 64-bit broadcast feeds both vectors of rows
       std::memcpy(&pair, kj + t * dk + 2 * x2, sizeof(pair));
       const VF kv = hn::BitCast(d_, hn::Set(dd, pair));
       lo[t] = kFirst ? hn::Mul(qlo, kv) : hn::MulAdd(qlo, kv, lo[t]);
-      hi[t] = kFirst ? hn::Mul(qhi, kv) : hn::MulAdd(qhi, kv, hi[t]);
+      if constexpr (!kLowOnly) hi[t] = kFirst ? hn::Mul(qhi, kv) : hn::MulAdd(qhi, kv, hi[t]);
     }
   }
 
@@ -945,7 +956,13 @@ class DecodeWorker {
   // Each dot product is the sum of its even-x and odd-x chains, each in order
   // along x; the two vectors become one of 16 rows by ConcatEven + ConcatOdd.
   // Prefetch as in ScoreKeysInLanes.
-  template <size_t kKeys, size_t kDk>
+  // kLowOnly (up to 8 rows, half_tail_): rows 8–15 are padding, zero in Qᵀ,
+  // so hi is left out and stored as the zeros it would hold: the same FMAs on
+  // rows 0–7, the same bits, half the work. With hi computed, 6-8 rows took
+  // 1.06-1.15x the time against 16384-65536 keys on 1 thread, 1.00-1.09x on
+  // 2, 1.18x in cache (docs/performance-decode.md, "Up to 8 rows: half the
+  // pairs").
+  template <size_t kKeys, size_t kDk, bool kLowOnly>
   HWY_INLINE void ScorePairKeys(const float* k, const float* v, size_t j0, size_t j, size_t k1) {
     const size_t key = j0 + j;
     Prefetcher ahead;
@@ -955,17 +972,19 @@ class DecodeWorker {
     ahead.Spread(kDk / 2);
     const float* HWY_RESTRICT kj = k + key * kDk;
     const float* HWY_RESTRICT qt = qt_;
-    VF lo[kKeys], hi[kKeys];
+    VF lo[kKeys], hi[kLowOnly ? 1 : kKeys];
     ahead.Step();
-    PairTerm<kKeys, true>(qt, kj, kDk, 0, lo, hi);
+    PairTerm<kKeys, true, kLowOnly>(qt, kj, kDk, 0, lo, hi);
     for (size_t x2 = 1; x2 < kDk / 2; ++x2) {
       ahead.Step();
-      PairTerm<kKeys, false>(qt, kj, kDk, x2, lo, hi);
+      PairTerm<kKeys, false, kLowOnly>(qt, kj, kDk, x2, lo, hi);
     }
     ahead.Finish();
     float* HWY_RESTRICT st = st_ + j * rowsp_;
-    for (size_t t = 0; t < kKeys; ++t)
-      hn::Store(hn::Add(hn::ConcatEven(d_, hi[t], lo[t]), hn::ConcatOdd(d_, hi[t], lo[t])), d_, st + t * rowsp_);
+    for (size_t t = 0; t < kKeys; ++t) {
+      const VF h = kLowOnly ? hn::Zero(d_) : hi[kLowOnly ? 0 : t];
+      hn::Store(hn::Add(hn::ConcatEven(d_, h, lo[t]), hn::ConcatOdd(d_, h, lo[t])), d_, st + t * rowsp_);
+    }
   }
 
   using DH = hn::Half<DF>;
