@@ -1029,8 +1029,11 @@ bool RunStreamed(const KernelArgs& a, const Layout& lay, int64_t threads) {
   // thread copying them all, half from the other core's cache, took 1.06-1.16x
   // the time at n = 128-256, 8 heads, on 2 threads (docs/performance.md).
   std::vector<const Worker*> computed_by(staging_needed ? static_cast<size_t>(slices * chunks) : 0);
+  // Item i is chunk chunk_of(i) of slice i / chunks: last chunks first, as
+  // under a causal mask they cost the most.
+  auto chunk_of = [&](int64_t i) { return chunks - 1 - i % chunks; };
   auto copy_out = [&](int64_t i) {
-    const size_t r0 = static_cast<size_t>(chunks - 1 - i % chunks) * chunk_rows;
+    const size_t r0 = static_cast<size_t>(chunk_of(i)) * chunk_rows;
     const size_t row = static_cast<size_t>(i / chunks) * lay.nq + r0, rows = std::min(chunk_rows, lay.nq - r0);
     std::copy(staging + row * lay.dv, staging + (row + rows) * lay.dv, a.out + row * lay.dv);
     if (a.lse) std::copy(staging + out_size + row, staging + out_size + row + rows, a.lse + row);
@@ -1038,9 +1041,7 @@ bool RunStreamed(const KernelArgs& a, const Layout& lay, int64_t threads) {
   auto work = [&](Worker& worker) {
     for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < slices * chunks;) {
       if (not_finite.load(std::memory_order_relaxed)) break;
-      // last chunks first: under a causal mask they cost the most
-      if (!worker.ProcessChunk(i / chunks, chunks - 1 - i % chunks, nullptr))
-        not_finite.store(true, std::memory_order_relaxed);
+      if (!worker.ProcessChunk(i / chunks, chunk_of(i), nullptr)) not_finite.store(true, std::memory_order_relaxed);
       if (staging_needed) computed_by[static_cast<size_t>(i)] = &worker;
     }
     if (!staging_needed) return;

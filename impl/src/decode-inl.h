@@ -982,7 +982,8 @@ class DecodeWorker {
     ahead.Finish();
     float* HWY_RESTRICT st = st_ + j * rowsp_;
     for (size_t t = 0; t < kKeys; ++t) {
-      const VF h = kLowOnly ? hn::Zero(d_) : hi[kLowOnly ? 0 : t];
+      VF h = hn::Zero(d_);  // with kLowOnly, what rows 8–15 would hold
+      if constexpr (!kLowOnly) h = hi[t];
       hn::Store(hn::Add(hn::ConcatEven(d_, h, lo[t]), hn::ConcatOdd(d_, h, lo[t])), d_, st + t * rowsp_);
     }
   }
