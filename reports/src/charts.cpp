@@ -846,10 +846,21 @@ Roofline roofline(const Model& model, const Measurement& m) {
   return r;
 }
 
+std::optional<double> over_read_floor(const Model& model, const Measurement& m) {
+  if (m.implementation == kReadFloor) return std::nullopt;
+  for (const Measurement& floor : model.cross) {
+    if (floor.implementation != kReadFloor || floor.run != m.run || floor.time_s <= 0) continue;
+    if (std::tie(floor.n_q, floor.n_k, floor.d, floor.mask, floor.threads) ==
+        std::tie(m.n_q, m.n_k, m.d, m.mask, m.threads))
+      return m.compute_s.value_or(m.time_s) / floor.time_s;
+  }
+  return std::nullopt;
+}
+
 std::vector<std::vector<std::string>> decode_table(const Model& model) {
   std::vector<std::vector<std::string>> t = {{"implementation", "n_q", "n_k", "d", "mask", "threads", "time per call",
                                               "GB/s", "GFLOP/s", "flop/byte", "binding roof", "% of binding roof",
-                                              "own compute time", "statistic"}};
+                                              "× read floor", "own compute time", "statistic"}};
   std::vector<const Measurement*> sorted;
   for (const Measurement& m : model.cross) sorted.push_back(&m);
   std::stable_sort(sorted.begin(), sorted.end(), [](const Measurement* a, const Measurement* b) {
@@ -865,7 +876,7 @@ std::vector<std::vector<std::string>> decode_table(const Model& model) {
     t.push_back({m->implementation, std::to_string(m->n_q), std::to_string(m->n_k), std::to_string(m->d), m->mask,
                  std::to_string(m->threads), format_number(m->time_s * 1e3) + " ms", number(m->gbytes_per_s),
                  number(m->gflops), number(r.intensity), roof,
-                 r.fraction ? format_number(*r.fraction * 100, 2) + " %" : "—",
+                 r.fraction ? format_number(*r.fraction * 100, 2) + " %" : "—", number(over_read_floor(model, *m)),
                  m->compute_s ? format_number(*m->compute_s * 1e3) + " ms" : "—", format_statistic(*m)});
   }
   return t;

@@ -183,6 +183,15 @@ Roofline roofline(const Model& model, const Measurement& m);
 /// for peak_threads threads or more, its share for fewer; one core's times
 /// the threads in files without that probe.
 std::optional<double> peak_for(const BenchRun& run, int threads);
+/// The name `attncheck bench` gives the memory floor of a shape (read-floor:
+/// the bytes a call must move, read once with its threads, no attention).
+inline constexpr const char* kReadFloor = "read-floor";
+/// A measurement's time over the read floor of the same shape and threads
+/// from the same bench run: how far from memory, measured side by side rather
+/// than against a probe. Uses the implementation's own compute time when it
+/// reported one (its wall time includes the isolation). None for the floor
+/// itself or when the run has no floor for that shape.
+std::optional<double> over_read_floor(const Model& model, const Measurement& m);
 /// The cross shapes as table rows (first row the header), with their roofline.
 std::vector<std::vector<std::string>> decode_table(const Model& model);
 /// One line per measurement whose implementation reported its own compute

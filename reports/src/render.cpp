@@ -443,8 +443,10 @@ constexpr const char* decode_legend =
     "the FMA peak and read bandwidth × flop/byte, both measured in the same run for the same thread count "
     "(the FMA peak of several threads by a probe running them together; in files without it, one core's "
     "times the threads); % of binding roof is GB/s over bandwidth where memory binds, GFLOP/s over peak "
-    "where the FMA peak binds. Own compute time is what a plugin or exec child reported (compute_seconds); "
-    "charts and rates use the wall time.";
+    "where the FMA peak binds. × read floor is the time over the read-floor row of the same shape and threads "
+    "from the same run (the bytes moved, read once with those threads): how far from memory, measured side by "
+    "side rather than against the probe; a peer's own compute time when it reported one. Own compute time is "
+    "what a plugin or exec child reported (compute_seconds); charts and rates use the wall time.";
 
 std::set<Config> configs(const Model& model) {
   std::set<Config> out;
@@ -638,6 +640,7 @@ std::string render_json(const Model& model) {
         m, {{"n_q", m.n_q}, {"n_k", m.n_k}, {"d", m.d}, {"mask", m.mask}, {"threads", m.threads}});
     record["compute_seconds"] = optional_number(m.compute_s);
     record["gbytes_per_s"] = optional_number(m.gbytes_per_s);
+    record["over_read_floor"] = optional_number(over_read_floor(model, m));
     record["roofline"] = {{"flop_per_byte", optional_number(r.intensity)},
                           {"peak_gflops", optional_number(r.peak_gflops)},
                           {"bandwidth_gbps", optional_number(r.bandwidth_gbps)},

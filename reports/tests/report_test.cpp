@@ -453,16 +453,25 @@ TEST_CASE("cross shapes are charted as GB/s vs n_k under the measured bandwidth,
   const ReportResult result = write_report(inputs, dir.sub("out"));
   const std::string md = read_text(result.markdown_path);
   // 0.5 flop/byte is under the ridge (200 / 40 = 5): memory binds, 32 of 40 GB/s.
-  CHECK_THAT(md, Contains("| fused | 1 | 16384 | 128 | none | 1 | 2.10 ms | 32.0 | 16.0 | 0.500 | memory, 40.0 GB/s | 80 % |"));
+  // Its time over the read floor of the same shape and threads, measured in the same run (1.75 ms).
+  CHECK_THAT(md, Contains("| fused | 1 | 16384 | 128 | none | 1 | 2.10 ms | 32.0 | 16.0 | 0.500 | "
+                          "memory, 40.0 GB/s | 80 % | "
+                          "1.20 |"));
   // 2 threads are judged against the all-threads bandwidth.
-  CHECK_THAT(md, Contains("| fused | 1 | 16384 | 128 | none | 2 | 1.70 ms | 40.0 | 20.0 | 0.500 | memory, 50.0 GB/s | 80 % |"));
+  // No floor was run on 2 threads: no ratio.
+  CHECK_THAT(md, Contains("| fused | 1 | 16384 | 128 | none | 2 | 1.70 ms | 40.0 | 20.0 | 0.500 | "
+                          "memory, 50.0 GB/s | 80 % | "
+                          "— |"));
   // 37.5 flop/byte is above it: the FMA peak binds, 150 of 200 GFLOP/s.
   CHECK_THAT(md, Contains("| fused | 64 | 4096 | 128 | none | 1 | 4.00 ms | 4.00 | 150 | 37.5 | FMA, 200 GFLOP/s | 75 % |"));
   // 2 threads: against the peak probed on 2 threads together (360), not twice one core's.
   CHECK_THAT(md, Contains("| fused | 64 | 4096 | 128 | none | 2 | 2.50 ms | 6.40 | 240 | 37.5 | "
                           "FMA, 360 GFLOP/s | 67 % |"));
-  // The child's own compute time is shown, and its isolation overhead flagged.
-  CHECK_THAT(md, Contains("| 2.00 ms |"));
+  // The child's own compute time is shown (and judged against the floor: 2.00 / 1.75 ms), and its
+  // isolation overhead flagged.
+  CHECK_THAT(md, Contains("| 1.14 | 2.00 ms |"));
+  // The floor itself: GB/s only, no ratio to itself.
+  CHECK_THAT(md, Contains("| read-floor | 1 | 16384 | 128 | none | 1 | 1.75 ms | 38.4 | — | — | — | — | — | — |"));
   CHECK_THAT(md, Contains("exec:fake/n_q:1/n_k:16384/d:128/mask:none/threads:1: wall 10.0 ms, own compute 2.00 ms: "
                           "isolation (copies, pipe or process) is 80 % of the wall time, so it dominates the wall time"));
 
@@ -484,7 +493,7 @@ TEST_CASE("cross shapes are charted as GB/s vs n_k under the measured bandwidth,
 
   // report.json carries the same rows and verdicts of the roofline for CI to read.
   const auto report = nlohmann::json::parse(read_text(result.json_path));
-  REQUIRE(report["cross_records"].size() == 5);
+  REQUIRE(report["cross_records"].size() == 6);
   CHECK(report["records"].empty());
   std::map<std::string, nlohmann::json> by_name;
   for (const auto& r : report["cross_records"]) by_name[r["benchmark"].get<std::string>()] = r;
@@ -496,9 +505,12 @@ TEST_CASE("cross shapes are charted as GB/s vs n_k under the measured bandwidth,
   CHECK(decode["roofline"]["bandwidth_gbps"].get<double>() == Approx(40));
   CHECK(decode["roofline"]["fraction"].get<double>() == Approx(0.8));
   CHECK(decode["compute_seconds"].is_null());
+  CHECK(decode["over_read_floor"].get<double>() == Approx(2.1 / 1.75));
   CHECK(decode["time_min_seconds"].is_null());  // one repetition
   const auto& two = by_name.at("fused/n_q:1/n_k:16384/d:128/mask:none/threads:2");
   CHECK(two["roofline"]["bandwidth_gbps"].get<double>() == Approx(50));
+  CHECK(two["over_read_floor"].is_null());
+  CHECK(by_name.at("read-floor/n_q:1/n_k:16384/d:128/mask:none/threads:1")["over_read_floor"].is_null());
   const auto& cross = by_name.at("fused/n_q:64/n_k:4096/d:128/mask:none/threads:1");
   CHECK(cross["roofline"]["binds"] == "FMA");
   CHECK(cross["roofline"]["peak_gflops"].get<double>() == Approx(200));
@@ -511,4 +523,6 @@ TEST_CASE("cross shapes are charted as GB/s vs n_k under the measured bandwidth,
   CHECK(report["bench_runs"][0]["peak_fma_threads"] == 2);
   CHECK(by_name.at("exec:fake/n_q:1/n_k:16384/d:128/mask:none/threads:1")["compute_seconds"].get<double>() ==
         Approx(2e-3));
+  CHECK(by_name.at("exec:fake/n_q:1/n_k:16384/d:128/mask:none/threads:1")["over_read_floor"].get<double>() ==
+        Approx(2.0 / 1.75));
 }
