@@ -218,6 +218,36 @@ TEST_CASE("format_headline prints one aligned line per headline row") {
   CHECK_THAT(text, Contains("FAIL: 1 of 4 properties (row_sum)"));
 }
 
+TEST_CASE("a cross shape is judged only against a read floor timed in its own bench run") {
+  ScratchDir dir;
+  // The fixture split in two files: the floor alone in the second, timed at another time than fused.
+  const auto doc = nlohmann::json::parse(read_text(fixture("bench_decode.json")));
+  nlohmann::json without_floor = doc, floor_only = doc;
+  without_floor["benchmarks"] = nlohmann::json::array();
+  floor_only["benchmarks"] = nlohmann::json::array();
+  for (const auto& b : doc["benchmarks"])
+    (b["name"].get<std::string>().rfind("read-floor/", 0) == 0 ? floor_only : without_floor)["benchmarks"].push_back(b);
+  REQUIRE(floor_only["benchmarks"].size() == 1);
+  for (const auto& [name, part] : {std::pair{"first.json", without_floor}, std::pair{"second.json", floor_only}}) {
+    std::ofstream out(dir.sub(name));
+    out << part.dump(2);
+  }
+  ReportInputs inputs;
+  inputs.bench_files = {dir.sub("first.json"), dir.sub("second.json")};
+  const ReportResult result = write_report(inputs, dir.sub("out"));
+  const auto report = nlohmann::json::parse(read_text(result.json_path));
+  bool seen = false;
+  for (const auto& r : report["cross_records"]) {
+    if (r["benchmark"] != "fused/n_q:1/n_k:16384/d:128/mask:none/threads:1") continue;
+    seen = true;
+    CHECK(r["over_read_floor"].is_null());  // the same shape's floor, but from another run
+  }
+  CHECK(seen);
+  CHECK_THAT(read_text(result.markdown_path),
+             Contains("| fused | 1 | 16384 | 128 | none | 1 | 2.10 ms | 32.0 | 16.0 | 0.500 | memory, 40.0 GB/s | "
+                      "80 % | — |"));
+}
+
 TEST_CASE("a bench file with only aggregates (--benchmark_report_aggregates_only) uses the _median rows") {
   ScratchDir dir;
   auto doc = nlohmann::json::parse(read_text(fixture("bench_repetitions.json")));
