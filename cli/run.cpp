@@ -221,7 +221,8 @@ void run_main_job(const RunArgs& args) {
 
   fmt::print("\n== 3/4 benchmarks ==\n");
   BenchOptions bench;
-  bench.impls = {"fused", "naive-openblas", "naive-eigen", "reference-double"};
+  // fma-floor: the useful flops as FMAs alone, timed beside fused (the report's × FMA floor).
+  bench.impls = {"fused", "fma-floor", "naive-openblas", "naive-eigen", "reference-double"};
   bench.impls.insert(bench.impls.end(), args.impls.begin(), args.impls.end());
   bench.masks = {"none", "causal"};
   if (args.quick) {
@@ -242,11 +243,12 @@ void run_main_job(const RunArgs& args) {
   // KV cache, 8 heads, d = 128): the fewest rows are memory-bound, judged by
   // bytes moved against the measured read bandwidth and against read-floor (a
   // read of the same bytes timed in the same run), the most bound by the FMA
-  // peak. Their own file; the report charts each point against the roof that binds it.
+  // peak (and judged against fma-floor likewise). Their own file; the report
+  // charts each point against the roof that binds it.
   fmt::print("\n-- decode shapes --\n");
   BenchOptions decode = bench;
-  decode.impls = args.quick ? std::vector<std::string>{"fused", "read-floor"}
-                            : std::vector<std::string>{"fused", "read-floor", "naive-openblas"};
+  decode.impls = args.quick ? std::vector<std::string>{"fused", "read-floor", "fma-floor"}
+                            : std::vector<std::string>{"fused", "read-floor", "fma-floor", "naive-openblas"};
   decode.impls.insert(decode.impls.end(), args.impls.begin(), args.impls.end());
   decode.masks = {"none"};
   decode.n.clear();

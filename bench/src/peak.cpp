@@ -175,6 +175,13 @@ double measure_peak_fma_gflops(int threads, int one_thread_cpu) {
 
 std::string peak_probe_target() { return HWY_DYNAMIC_DISPATCH(ProbeTarget)(); }
 
+double fma_chains(double flops) {
+  const int64_t per_iteration = HWY_DYNAMIC_DISPATCH(FlopsPerIteration)();
+  const auto iterations = static_cast<int64_t>(flops / static_cast<double>(per_iteration) + 0.5);
+  probe_sink.store(HWY_DYNAMIC_DISPATCH(FmaChains)(iterations), std::memory_order_relaxed);
+  return static_cast<double>(iterations * per_iteration);
+}
+
 size_t read_bandwidth_buffer_bytes() {
   // 256 MiB: 8 × the L3 of a CCD of current desktop and server parts (32 MiB),
   // and small enough to map quickly (first touch costs about 10 s per GiB in

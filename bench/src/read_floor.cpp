@@ -54,13 +54,7 @@ double sum_part(const std::vector<Range>& ranges, size_t first, size_t count) {
 }  // namespace
 
 void read_floor(const Problem& problem, const float* q, const float* k, const float* v, float* out, int threads) {
-  validate_problem(problem);  // sizes only: scanning the values would read K and V twice
-  const struct {
-    const char* name;
-    const void* data;
-  } tensors[] = {{"Q", q}, {"K", k}, {"V", v}, {"out", out}};
-  for (const auto& t : tensors)
-    if (t.data == nullptr) throw InvalidInput(std::string(t.name) + ": null pointer");
+  check_floor_call(problem, q, k, v, out);  // sizes only: scanning the values would read K and V twice
   const std::vector<Range> ranges = ranges_read(problem, q, k, v);
   size_t floats = 0;
   for (const Range& r : ranges) floats += r.count;
@@ -75,9 +69,23 @@ void read_floor(const Problem& problem, const float* q, const float* k, const fl
   for (auto& h : helpers) h.join();
   double total = 0.0;
   for (double s : sums) total += s;
+  write_floor_output(problem, out, total);
+}
+
+void check_floor_call(const Problem& problem, const float* q, const float* k, const float* v, const float* out) {
+  validate_problem(problem);
+  const struct {
+    const char* name;
+    const void* data;
+  } tensors[] = {{"Q", q}, {"K", k}, {"V", v}, {"out", out}};
+  for (const auto& t : tensors)
+    if (t.data == nullptr) throw InvalidInput(std::string(t.name) + ": null pointer");
+}
+
+void write_floor_output(const Problem& problem, float* out, double value) {
   const auto out_size = static_cast<size_t>(problem.shape.out_size());
   std::fill(out, out + out_size, 0.0f);
-  if (out_size > 0) out[0] = static_cast<float>(total);
+  if (out_size > 0) out[0] = static_cast<float>(value);
 }
 
 }  // namespace attncheck

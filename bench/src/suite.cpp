@@ -342,11 +342,13 @@ void register_family(const BenchImplementation& impl, const BenchOptions& option
         if (const int cpu = confined_cpu(); cpu >= 0) state.SetLabel(fmt::format("CPU {}", cpu));
         // Bytes moved per second (K and V read once, Q read, O written) and
         // the fraction of the read bandwidth measured with as many threads.
-        state.counters["bytes"] = Counter(bytes, Counter::kIsIterationInvariantRate);
-        state.counters["gbytes_per_s"] = Counter(bytes * 1e-9, Counter::kIsIterationInvariantRate);
-        if (limits.bandwidth(used) > 0)
-          state.counters["bandwidth_fraction"] =
-              Counter(bytes / (limits.bandwidth(used) * 1e9), Counter::kIsIterationInvariantRate);
+        if (impl.name != "fma-floor") {  // it reads nothing: flops only
+          state.counters["bytes"] = Counter(bytes, Counter::kIsIterationInvariantRate);
+          state.counters["gbytes_per_s"] = Counter(bytes * 1e-9, Counter::kIsIterationInvariantRate);
+          if (limits.bandwidth(used) > 0)
+            state.counters["bandwidth_fraction"] =
+                Counter(bytes / (limits.bandwidth(used) * 1e9), Counter::kIsIterationInvariantRate);
+        }
         // The implementation's own compute time per call, and the rates it
         // gives, beside the wall-time ones (which include the isolation).
         if (compute_calls > 0 && compute_calls == static_cast<int64_t>(state.iterations()) && compute_total > 0) {
@@ -382,6 +384,7 @@ BenchImplementation find_bench_implementation(const std::string& name) {
   if (name == "naive-eigen") return {name, direct(naive_eigen_attention)};
   if (name == "naive-openblas") return {name, direct(naive_openblas_attention)};
   if (name == "read-floor") return {name, direct(read_floor)};
+  if (name == "fma-floor") return {name, direct(fma_floor)};
   if (name == "reference-double") {
     return {name,
             direct([](const Problem& p, const float* q, const float* k, const float* v, float* out, int) {
@@ -412,7 +415,7 @@ BenchImplementation find_bench_implementation(const std::string& name) {
 }
 
 std::vector<std::string> bench_implementation_names() {
-  return {"fused", "naive-eigen", "naive-openblas", "reference-double", "read-floor"};
+  return {"fused", "naive-eigen", "naive-openblas", "reference-double", "read-floor", "fma-floor"};
 }
 
 double moved_bytes(const Problem& p) {

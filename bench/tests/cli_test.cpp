@@ -266,6 +266,38 @@ TEST_CASE("attncheck bench times the read floor beside fused: bytes and GB/s, no
   }
 }
 
+TEST_CASE("attncheck bench times the FMA floor beside fused: the same flops, at most the FMA peak", "[cli]") {
+  const nlohmann::json doc = bench_json("--impl fused --impl fma-floor --n 256 --d 32 --n-q 4 --n-k 4096 "
+                                        "--heads 2 --threads 1,2 --repetitions 1 --min-time 0.01",
+                                        "fma_floor.json");
+  std::map<std::string, nlohmann::json> runs;
+  for (const auto& b : doc.at("benchmarks"))
+    if (b.value("run_type", "") == "iteration") runs[b.at("name").get<std::string>()] = b;
+  size_t checked = 0;
+  for (const std::string shape : {"n:256", "n_q:4/n_k:4096"}) {
+    for (const std::string threads : {"1", "2"}) {
+      const auto fused = runs.find("fused/" + shape + "/d:32/mask:none/threads:" + threads);
+      const auto floor = runs.find("fma-floor/" + shape + "/d:32/mask:none/threads:" + threads);
+      REQUIRE(fused != runs.end());
+      REQUIRE(floor != runs.end());
+      INFO(floor->first);
+      // "flops" is a rate: times the time per call, the flops of one call, the same for both.
+      const auto per_call = [](const nlohmann::json& b) {
+        return b.at("flops").get<double>() * b.at("real_time").get<double>();
+      };
+      CHECK(per_call(floor->second) == Approx(per_call(fused->second)));
+      // A floor that skipped its FMAs would run faster than the machine can.
+      CHECK(floor->second.at("peak_fraction").get<double>() > 0.0);
+      CHECK(floor->second.at("peak_fraction").get<double>() < 1.5);
+      // It reads nothing: no bytes.
+      CHECK(fused->second.contains("gbytes_per_s"));
+      CHECK_FALSE(floor->second.contains("gbytes_per_s"));
+      ++checked;
+    }
+  }
+  CHECK(checked == 4);
+}
+
 TEST_CASE("attncheck bench judges runs on several threads against the FMA peak probed on as many threads", "[cli]") {
   // 3 threads: more than the CPUs of a 2-CPU machine, whose roof is then the CPUs' together.
   const nlohmann::json doc =

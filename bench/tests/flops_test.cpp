@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "attncheck/bench.h"
 
@@ -140,4 +141,40 @@ TEST_CASE("benchmark tensors start the asked number of bytes past a 64-byte boun
       t.data()[size - 1] = 1.0f;  // the last element is inside the allocation (ASan checks it)
     }
   }
+}
+
+TEST_CASE("the FMA floor does a call's useful flops on any thread count and writes only out[0]", "[floor]") {
+  Problem causal = make(2, 3, 40, 200, 16, 8, Causal::bottom_right);
+  Problem short_keys = make(2, 1, 64, 64, 32, 32);
+  short_keys.key_lengths = {10, 64};
+  for (const Problem& p : {make(1, 2, 64, 64, 16, 16), causal, short_keys}) {
+    const std::vector<float> q(static_cast<size_t>(p.shape.q_size()), 1.0f);
+    const std::vector<float> k(static_cast<size_t>(p.shape.k_size()), 1.0f);
+    const std::vector<float> v(static_cast<size_t>(p.shape.v_size()), 1.0f);
+    for (int threads : {1, 2, 3}) {
+      INFO("threads " << threads << ", flops " << useful_flops(p));
+      std::vector<float> out(static_cast<size_t>(p.shape.out_size()), 12345.0f);
+      attncheck::fma_floor(p, q.data(), k.data(), v.data(), out.data(), threads);
+      // Each share is rounded to whole chain iterations: at most 12 chains × 16 lanes × 2 flops off.
+      CHECK(out[0] == Approx(useful_flops(p)).margin(384.0 * threads));
+      CHECK(std::all_of(out.begin() + 1, out.end(), [](float x) { return x == 0.0f; }));
+    }
+  }
+}
+
+TEST_CASE("the FMA floor rejects bad options and null tensors, naming them, and writes nothing", "[floor]") {
+  Problem p = make(1, 1, 4, 6, 3, 3);
+  const std::vector<float> q(12, 1.0f), k(18, 1.0f), v(18, 1.0f);
+  std::vector<float> out(12, 12345.0f);
+  Problem cold = p;
+  cold.temperature = 0.0;
+  CHECK_THROWS_WITH(attncheck::fma_floor(cold, q.data(), k.data(), v.data(), out.data()),
+                    Catch::Contains("temperature"));
+  Problem long_keys = p;
+  long_keys.key_lengths = {99};
+  CHECK_THROWS_WITH(attncheck::fma_floor(long_keys, q.data(), k.data(), v.data(), out.data()),
+                    Catch::Contains("key_lengths"));
+  CHECK_THROWS_WITH(attncheck::fma_floor(p, q.data(), nullptr, v.data(), out.data()), Catch::Contains("K: null"));
+  CHECK_THROWS_AS(attncheck::fma_floor(p, q.data(), k.data(), v.data(), nullptr), attncheck::InvalidInput);
+  CHECK(std::all_of(out.begin(), out.end(), [](float x) { return x == 12345.0f; }));
 }

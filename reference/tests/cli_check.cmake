@@ -65,6 +65,9 @@ elseif(SCRIPT STREQUAL "run")
   expect("${md}" "### Error vs n\n\n\\| n \\| n_q × n_k \\| input \\| mask \\|")
   # The decode shapes carry their memory floor, timed in the same run.
   expect("${md}" "\\| read-floor \\| 1 \\| 4096 \\| 128 \\| none \\| 1 \\| [0-9.]+ ms \\| [0-9.]+ \\|")
+  # ... and their compute floor, which square shapes carry too: fused's time over it.
+  expect("${md}" "\\| fma-floor \\| 1 \\| 4096 \\| 128 \\| none \\| 1 \\| [0-9.]+ ms \\| — \\| [0-9.]+ \\|")
+  expect("${md}" "\\| fused \\| 1024 \\| [0-9.]+ ms \\| [0-9.]+ \\| [0-9.]+ % \\| [0-9.]+ \\| single run \\|")
   foreach(chart tightness-vs-n power-vs-n error-fused-0)
     if(NOT EXISTS "${report}/charts/${chart}.svg")
       message(FATAL_ERROR "run --quick drew no charts/${chart}.svg")

@@ -846,21 +846,48 @@ Roofline roofline(const Model& model, const Measurement& m) {
   return r;
 }
 
+namespace {
+
+// The floor row (read-floor or fma-floor) of m's shape and threads in m's bench run.
+const Measurement* floor_for(const Model& model, const Measurement& m, const std::string& floor_name) {
+  if (m.implementation == kReadFloor || m.implementation == kFmaFloor) return nullptr;
+  const auto same = [&](const Measurement& floor) {
+    return floor.implementation == floor_name && floor.run == m.run && floor.time_s > 0 &&
+           std::tie(floor.n, floor.n_q, floor.n_k, floor.d, floor.mask, floor.threads) ==
+               std::tie(m.n, m.n_q, m.n_k, m.d, m.mask, m.threads);
+  };
+  for (const Measurement& floor : model.cross)
+    if (same(floor)) return &floor;
+  for (const Series& s : model.series)
+    for (const Measurement& floor : s.points)
+      if (same(floor)) return &floor;
+  return nullptr;
+}
+
+}  // namespace
+
+std::optional<double> over_floor(const Model& model, const Measurement& m, const std::string& floor_name) {
+  const Measurement* floor = floor_for(model, m, floor_name);
+  if (!floor) return std::nullopt;
+  return m.compute_s.value_or(m.time_s) / floor->time_s;
+}
+
 std::optional<double> over_read_floor(const Model& model, const Measurement& m) {
-  if (m.implementation == kReadFloor) return std::nullopt;
-  for (const Measurement& floor : model.cross) {
-    if (floor.implementation != kReadFloor || floor.run != m.run || floor.time_s <= 0) continue;
-    if (std::tie(floor.n_q, floor.n_k, floor.d, floor.mask, floor.threads) ==
-        std::tie(m.n_q, m.n_k, m.d, m.mask, m.threads))
-      return m.compute_s.value_or(m.time_s) / floor.time_s;
-  }
-  return std::nullopt;
+  return over_floor(model, m, kReadFloor);
+}
+
+std::optional<double> over_slower_floor(const Model& model, const Measurement& m) {
+  const Measurement* read = floor_for(model, m, kReadFloor);
+  const Measurement* fma = floor_for(model, m, kFmaFloor);
+  if (!read || !fma) return std::nullopt;
+  return m.compute_s.value_or(m.time_s) / std::max(read->time_s, fma->time_s);
 }
 
 std::vector<std::vector<std::string>> decode_table(const Model& model) {
   std::vector<std::vector<std::string>> t = {{"implementation", "n_q", "n_k", "d", "mask", "threads", "time per call",
                                               "GB/s", "GFLOP/s", "flop/byte", "binding roof", "% of binding roof",
-                                              "× read floor", "own compute time", "statistic"}};
+                                              "× read floor", "× FMA floor", "× slower floor", "own compute time",
+                                              "statistic"}};
   std::vector<const Measurement*> sorted;
   for (const Measurement& m : model.cross) sorted.push_back(&m);
   std::stable_sort(sorted.begin(), sorted.end(), [](const Measurement* a, const Measurement* b) {
@@ -877,6 +904,7 @@ std::vector<std::vector<std::string>> decode_table(const Model& model) {
                  std::to_string(m->threads), format_number(m->time_s * 1e3) + " ms", number(m->gbytes_per_s),
                  number(m->gflops), number(r.intensity), roof,
                  r.fraction ? format_number(*r.fraction * 100, 2) + " %" : "—", number(over_read_floor(model, *m)),
+                 number(over_floor(model, *m, kFmaFloor)), number(over_slower_floor(model, *m)),
                  m->compute_s ? format_number(*m->compute_s * 1e3) + " ms" : "—", format_statistic(*m)});
   }
   return t;

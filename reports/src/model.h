@@ -186,12 +186,20 @@ std::optional<double> peak_for(const BenchRun& run, int threads);
 /// The name `attncheck bench` gives the memory floor of a shape (read-floor:
 /// the bytes a call must move, read once with its threads, no attention).
 inline constexpr const char* kReadFloor = "read-floor";
-/// A measurement's time over the read floor of the same shape and threads
-/// from the same bench run: how far from memory, measured side by side rather
-/// than against a probe. Uses the implementation's own compute time when it
-/// reported one (its wall time includes the isolation). None for the floor
-/// itself or when the run has no floor for that shape.
+/// The name it gives the compute floor (fma-floor: the call's useful flops
+/// as register-only FMAs on its threads, no attention).
+inline constexpr const char* kFmaFloor = "fma-floor";
+/// A measurement's time over the floor `floor_name` (kReadFloor, kFmaFloor)
+/// of the same shape and threads from the same bench run: how far from memory
+/// or from the FMA peak, measured side by side rather than against a probe.
+/// Uses the implementation's own compute time when it reported one (its wall
+/// time includes the isolation). None for a floor itself or when the run has
+/// no such floor for that shape.
+std::optional<double> over_floor(const Model& model, const Measurement& m, const std::string& floor_name);
 std::optional<double> over_read_floor(const Model& model, const Measurement& m);
+/// The time over the slower of the two floors (both needed): the roofline of
+/// the shape, its memory and FMA limits, timed beside it.
+std::optional<double> over_slower_floor(const Model& model, const Measurement& m);
 /// The cross shapes as table rows (first row the header), with their roofline.
 std::vector<std::vector<std::string>> decode_table(const Model& model);
 /// One line per measurement whose implementation reported its own compute

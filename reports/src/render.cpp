@@ -172,14 +172,16 @@ std::vector<HeadlineGroup> headline_groups(const Model& model) {
 }
 
 Table measurements_table(const Model& model, const Config& config) {
-  Table t = {{"implementation", "n", "time per call", "GFLOP/s", "% of peak", "statistic"}};
+  Table t = {{"implementation", "n", "time per call", "GFLOP/s", "% of peak", "× FMA floor", "statistic"}};
   for (const Series& s : model.series) {
     if (s.config != config) continue;
-    for (const Measurement& m : s.points)
+    for (const Measurement& m : s.points) {
+      const std::optional<double> over_fma = over_floor(model, m, kFmaFloor);
       t.push_back({s.implementation, std::to_string(m.n), format_number(m.time_s * 1e3) + " ms",
                    m.gflops ? format_number(*m.gflops) : "—",
                    m.peak_fraction ? format_number(*m.peak_fraction * 100, 2) + " %" : "—",
-                   format_statistic(m)});
+                   over_fma ? format_number(*over_fma) : "—", format_statistic(m)});
+    }
   }
   return t;
 }
@@ -445,8 +447,15 @@ constexpr const char* decode_legend =
     "times the threads); % of binding roof is GB/s over bandwidth where memory binds, GFLOP/s over peak "
     "where the FMA peak binds. × read floor is the time over the read-floor row of the same shape and threads "
     "from the same run (the bytes moved, read once with those threads): how far from memory, measured side by "
-    "side rather than against the probe; a peer's own compute time when it reported one. Own compute time is "
+    "side rather than against the probe; × FMA floor the same over the fma-floor row (the useful flops as "
+    "register-only FMAs on those threads); × slower floor over the slower of the two, the shape's roofline "
+    "timed beside it; a peer's own compute time when it reported one. Own compute time is "
     "what a plugin or exec child reported (compute_seconds); charts and rates use the wall time.";
+
+constexpr const char* floor_legend =
+    "× FMA floor is the time over the fma-floor row of the same n and threads from the same run (the useful "
+    "flops as register-only FMAs on those threads): how far from the FMA peak, measured side by side rather "
+    "than against the probe.";
 
 std::set<Config> configs(const Model& model) {
   std::set<Config> out;
@@ -614,6 +623,7 @@ std::string render_json(const Model& model) {
       ns.push_back(m.n);
       json record = measurement_json(m, {{"n", m.n}, {"d", m.d}, {"mask", m.mask}, {"threads", m.threads}});
       record["peak_fraction"] = optional_number(m.peak_fraction);
+      record["over_fma_floor"] = optional_number(over_floor(model, m, kFmaFloor));
       record["verdict"] = verdict;
       records.push_back(record);
     }
@@ -641,6 +651,8 @@ std::string render_json(const Model& model) {
     record["compute_seconds"] = optional_number(m.compute_s);
     record["gbytes_per_s"] = optional_number(m.gbytes_per_s);
     record["over_read_floor"] = optional_number(over_read_floor(model, m));
+    record["over_fma_floor"] = optional_number(over_floor(model, m, kFmaFloor));
+    record["over_slower_floor"] = optional_number(over_slower_floor(model, m));
     record["roofline"] = {{"flop_per_byte", optional_number(r.intensity)},
                           {"peak_gflops", optional_number(r.peak_gflops)},
                           {"bandwidth_gbps", optional_number(r.bandwidth_gbps)},
@@ -741,7 +753,7 @@ std::string render_markdown(const Model& model) {
   for (const Config& config : configs(model)) {
     md += fmt::format("<details><summary>All measurements, {}</summary>\n\n", config.label());
     md += md_table(measurements_table(model, config));
-    md += fmt::format("\n_Conditions: {}._\n\n</details>\n\n", config_conditions(model, config));
+    md += fmt::format("\n_Conditions: {}. {}_\n\n</details>\n\n", config_conditions(model, config), floor_legend);
   }
   if (!model.cross.empty())
     md += "## Decode and cross shapes\n\n" + md_table(decode_table(model)) + "\n_" + decode_legend + "_\n\n";
@@ -833,7 +845,8 @@ std::string render_html(const Model& model, const std::vector<Chart>& charts, co
     for (const Chart& c : charts)
       if (c.section == "performance:" + config.label()) h += figure(c);
     h += "<details><summary>All measurements</summary>\n" + html_table(measurements_table(model, config)) +
-         "<p class=\"conditions\">Conditions: " + html_escape(config_conditions(model, config)) + ".</p>\n</details>\n";
+         "<p class=\"conditions\">Conditions: " + html_escape(config_conditions(model, config)) + ". " +
+         html_escape(floor_legend) + "</p>\n</details>\n";
   }
   if (!model.cross.empty()) {
     h += "<h2>Decode and cross shapes</h2>\n";

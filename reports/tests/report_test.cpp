@@ -109,8 +109,8 @@ TEST_CASE("the Markdown headline holds the expected rows and numbers") {
   const std::string repeated = headline_line(md, "d=128, mask=none, threads=2", "fused");
   CHECK_THAT(repeated, Contains("| fused | 512 | 98.0 | 41 % |"));
   // Its measurements table: the fastest and slowest of the three repetitions and their spread.
-  CHECK_THAT(md, Contains("| fused | 256 | 0.342 ms | 98.0 | 41 % | median of 3 (0.336–0.369 ms, spread 9.8 %) |"));
-  CHECK_THAT(md, Contains("| fused | 512 | 1.37 ms | 98.0 | 41 % | median of 3 (1.34–1.48 ms, spread 9.8 %) |"));
+  CHECK_THAT(md, Contains("| fused | 256 | 0.342 ms | 98.0 | 41 % | — | median of 3 (0.336–0.369 ms, spread 9.8 %) |"));
+  CHECK_THAT(md, Contains("| fused | 512 | 1.37 ms | 98.0 | 41 % | — | median of 3 (1.34–1.48 ms, spread 9.8 %) |"));
   // Conditions under the tables.
   // The 1-thread runs name the CPU the bench placed them on (as the single-run file says); runs on
   // more threads are not placed.
@@ -123,7 +123,7 @@ TEST_CASE("the Markdown headline holds the expected rows and numbers") {
   CHECK_THAT(md, !Contains("single run (1 repetition), wall time, tensors"));
   // ... and the widest spread of its repetitions; the single runs state none.
   CHECK_THAT(md, Contains("; repetitions spread by up to 9.8 % (fused, n = "));
-  CHECK_THAT(md, Contains("): smaller differences are noise._"));
+  CHECK_THAT(md, Contains("): smaller differences are noise. × FMA floor is the time over"));
   size_t spreads = 0;
   for (size_t at = md.find("repetitions spread by"); at != std::string::npos; at = md.find("repetitions spread by", at + 1))
     ++spreads;
@@ -227,7 +227,7 @@ TEST_CASE("a cross shape is judged only against a read floor timed in its own be
   floor_only["benchmarks"] = nlohmann::json::array();
   for (const auto& b : doc["benchmarks"])
     (b["name"].get<std::string>().rfind("read-floor/", 0) == 0 ? floor_only : without_floor)["benchmarks"].push_back(b);
-  REQUIRE(floor_only["benchmarks"].size() == 1);
+  REQUIRE(floor_only["benchmarks"].size() == 2);
   for (const auto& [name, part] : {std::pair{"first.json", without_floor}, std::pair{"second.json", floor_only}}) {
     std::ofstream out(dir.sub(name));
     out << part.dump(2);
@@ -246,6 +246,42 @@ TEST_CASE("a cross shape is judged only against a read floor timed in its own be
   CHECK_THAT(read_text(result.markdown_path),
              Contains("| fused | 1 | 16384 | 128 | none | 1 | 2.10 ms | 32.0 | 16.0 | 0.500 | memory, 40.0 GB/s | "
                       "80 % | — |"));
+}
+
+TEST_CASE("square shapes are judged against an FMA floor timed in the same run, of the same n, mask and threads") {
+  ScratchDir dir;
+  auto doc = nlohmann::json::parse(read_text(fixture("bench_single.json")));
+  // fma-floor rows beside fused's n = 1024 (4.47 ms) and n = 512: half and a quarter of fused's time,
+  // and one for the causal mask at n = 1024.
+  for (const auto& [shape, ms] : {std::pair{"n:1024/d:64/mask:none", 4.473924266666667 / 2},
+                                  std::pair{"n:512/d:64/mask:none", 1.1184810666666667 / 4},
+                                  std::pair{"n:1024/d:64/mask:causal", 2.2391466666666666 / 1.6}}) {
+    const std::string name = std::string("fma-floor/") + shape + "/threads:1";
+    doc["benchmarks"].push_back({{"name", name}, {"run_name", name}, {"run_type", "iteration"},
+                                 {"family_index", 9}, {"per_family_instance_index", 0}, {"repetitions", 1},
+                                 {"repetition_index", 0}, {"threads", 1}, {"iterations", 10}, {"real_time", ms},
+                                 {"cpu_time", ms}, {"time_unit", "ms"}});
+  }
+  {
+    std::ofstream out(dir.sub("square.json"));
+    out << doc.dump(2);
+  }
+  ReportInputs inputs;
+  inputs.bench_files = {dir.sub("square.json")};
+  const ReportResult result = write_report(inputs, dir.sub("out"));
+  const auto report = nlohmann::json::parse(read_text(result.json_path));
+  std::map<std::string, nlohmann::json> by_name;
+  for (const auto& r : report["records"]) by_name[r["benchmark"].get<std::string>()] = r;
+  CHECK(by_name.at("fused/n:1024/d:64/mask:none/threads:1")["over_fma_floor"].get<double>() == Approx(2.0));
+  CHECK(by_name.at("fused/n:512/d:64/mask:none/threads:1")["over_fma_floor"].get<double>() == Approx(4.0));
+  CHECK(by_name.at("fused/n:1024/d:64/mask:causal/threads:1")["over_fma_floor"].get<double>() == Approx(1.6));
+  CHECK(by_name.at("fused/n:256/d:64/mask:none/threads:1")["over_fma_floor"].is_null());  // no floor of that n
+  CHECK(by_name.at("naive-eigen/n:1024/d:64/mask:none/threads:1")["over_fma_floor"].get<double>() == Approx(10.0));
+  CHECK(by_name.at("fma-floor/n:1024/d:64/mask:none/threads:1")["over_fma_floor"].is_null());
+  const std::string md = read_text(result.markdown_path);
+  CHECK_THAT(md, Contains("| fused | 1024 | 4.47 ms |"));
+  CHECK_THAT(md, Contains(" | 2.00 | single run |"));
+  CHECK_THAT(md, Contains("× FMA floor is the time over the fma-floor row"));
 }
 
 TEST_CASE("a bench file with only aggregates (--benchmark_report_aggregates_only) uses the _median rows") {
@@ -500,8 +536,15 @@ TEST_CASE("cross shapes are charted as GB/s vs n_k under the measured bandwidth,
   // The child's own compute time is shown (and judged against the floor: 2.00 / 1.75 ms), and its
   // isolation overhead flagged.
   CHECK_THAT(md, Contains("| 1.14 | 2.00 ms |"));
-  // The floor itself: GB/s only, no ratio to itself.
-  CHECK_THAT(md, Contains("| read-floor | 1 | 16384 | 128 | none | 1 | 1.75 ms | 38.4 | — | — | — | — | — | — |"));
+  // Over the FMA floor (0.5 ms) 4.20; over the slower floor, the read floor's 1.75 ms, 1.20.
+  CHECK_THAT(md, Contains("| memory, 40.0 GB/s | 80 % | 1.20 | 4.20 | 1.20 | — |"));
+  // 64 rows: the FMA floor (3.2 ms) is the slower: 4.00 / 0.6 = 6.67, 4.00 / 3.2 = 1.25, 1.25.
+  CHECK_THAT(md, Contains("| FMA, 200 GFLOP/s | 75 % | 6.67 | 1.25 | 1.25 | — |"));
+  // The floors themselves: no ratio to either floor.
+  CHECK_THAT(md, Contains("| read-floor | 1 | 16384 | 128 | none | 1 | 1.75 ms | 38.4 | — | — | — | — | — | — | — "
+                          "| — |"));
+  CHECK_THAT(md, Contains("| fma-floor | 1 | 16384 | 128 | none | 1 | 0.500 ms | — | 67.2 | — | — | — | — | — | — "
+                          "| — |"));
   CHECK_THAT(md, Contains("exec:fake/n_q:1/n_k:16384/d:128/mask:none/threads:1: wall 10.0 ms, own compute 2.00 ms: "
                           "isolation (copies, pipe or process) is 80 % of the wall time, so it dominates the wall time"));
 
@@ -523,7 +566,7 @@ TEST_CASE("cross shapes are charted as GB/s vs n_k under the measured bandwidth,
 
   // report.json carries the same rows and verdicts of the roofline for CI to read.
   const auto report = nlohmann::json::parse(read_text(result.json_path));
-  REQUIRE(report["cross_records"].size() == 6);
+  REQUIRE(report["cross_records"].size() == 9);
   CHECK(report["records"].empty());
   std::map<std::string, nlohmann::json> by_name;
   for (const auto& r : report["cross_records"]) by_name[r["benchmark"].get<std::string>()] = r;
@@ -536,16 +579,24 @@ TEST_CASE("cross shapes are charted as GB/s vs n_k under the measured bandwidth,
   CHECK(decode["roofline"]["fraction"].get<double>() == Approx(0.8));
   CHECK(decode["compute_seconds"].is_null());
   CHECK(decode["over_read_floor"].get<double>() == Approx(2.1 / 1.75));
+  CHECK(decode["over_fma_floor"].get<double>() == Approx(2.1 / 0.5));
+  CHECK(decode["over_slower_floor"].get<double>() == Approx(2.1 / 1.75));
   CHECK(decode["time_min_seconds"].is_null());  // one repetition
   const auto& two = by_name.at("fused/n_q:1/n_k:16384/d:128/mask:none/threads:2");
   CHECK(two["roofline"]["bandwidth_gbps"].get<double>() == Approx(50));
   CHECK(two["over_read_floor"].is_null());
+  CHECK(two["over_fma_floor"].is_null());
+  CHECK(two["over_slower_floor"].is_null());
   CHECK(by_name.at("read-floor/n_q:1/n_k:16384/d:128/mask:none/threads:1")["over_read_floor"].is_null());
   const auto& cross = by_name.at("fused/n_q:64/n_k:4096/d:128/mask:none/threads:1");
   CHECK(cross["roofline"]["binds"] == "FMA");
   CHECK(cross["roofline"]["peak_gflops"].get<double>() == Approx(200));
   CHECK(cross["roofline"]["fraction"].get<double>() == Approx(0.75));
   CHECK(cross["roofline"]["flop_per_byte"].get<double>() == Approx(37.5));
+  CHECK(cross["over_read_floor"].get<double>() == Approx(4.0 / 0.6));
+  CHECK(cross["over_fma_floor"].get<double>() == Approx(4.0 / 3.2));
+  CHECK(cross["over_slower_floor"].get<double>() == Approx(4.0 / 3.2));
+  CHECK(by_name.at("fma-floor/n_q:64/n_k:4096/d:128/mask:none/threads:1")["over_slower_floor"].is_null());
   const auto& cross_two = by_name.at("fused/n_q:64/n_k:4096/d:128/mask:none/threads:2");
   CHECK(cross_two["roofline"]["peak_gflops"].get<double>() == Approx(360));
   CHECK(cross_two["roofline"]["fraction"].get<double>() == Approx(240.0 / 360));

@@ -49,6 +49,19 @@ double useful_flops(const Problem& problem);
 /// measured read bandwidth is their roofline.
 double moved_bytes(const Problem& problem);
 
+/// Not attention: the compute floor of a call of this problem, benchmarked
+/// beside the implementations (`bench --impl fma-floor`) so that a shape bound
+/// by the FMA peak is judged against FMAs timed in the same run, under the
+/// same load, rather than only against the peak probe run before and after.
+/// Does useful_flops(problem) flops with the probe's register-only FMA chains
+/// (fma_chains), in `threads` equal shares on the fused path's thread pool (so
+/// a call's hand-out costs it what it costs fused); writes out[0] = the
+/// flops done (within one chain iteration a share of useful_flops) and
+/// zeros elsewhere. Checks the problem's sizes and options
+/// (validate_problem), not the values; throws InvalidInput on a null tensor.
+void fma_floor(const Problem& problem, const float* q, const float* k, const float* v, float* out,
+               int threads = 1);
+
 /// Options of `attncheck bench`.
 struct BenchOptions {
   std::vector<std::string> impls{"fused"};

@@ -19,6 +19,11 @@ double measure_peak_fma_gflops(int threads = 1, int one_thread_cpu = -1);
 /// The Highway target the probe dispatches to on this CPU (e.g. "AVX3").
 std::string peak_probe_target();
 
+/// Runs the probe's FMA chains on the calling thread for `flops` flops,
+/// rounded to whole iterations (12 chains × lanes × 2 flops each), and
+/// returns the flops done.
+double fma_chains(double flops);
+
 }  // namespace attncheck
 
 namespace attncheck {

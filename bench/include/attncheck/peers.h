@@ -46,4 +46,12 @@ void reference_double_attention(const Problem& problem, const float* q, const fl
 void read_floor(const Problem& problem, const float* q, const float* k, const float* v, float* out,
                 int threads = 1);
 
+/// What the floors (read_floor, and fma_floor in bench.h) check before they
+/// run: the problem's sizes and options (validate_problem), not the values,
+/// and that no tensor is null (InvalidInput naming it).
+void check_floor_call(const Problem& problem, const float* q, const float* k, const float* v, const float* out);
+/// What they write: out[0] = value (rounded to float), zeros elsewhere, so
+/// that O is written once.
+void write_floor_output(const Problem& problem, float* out, double value);
+
 }  // namespace attncheck
