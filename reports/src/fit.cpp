@@ -92,7 +92,11 @@ std::string verdict_for(const Model& model, const std::string& implementation) {
                                        (m.contains("verdict") && m["verdict"].is_string() ? " " + m["verdict"].get<std::string>() : " not killed"));
       }
   }
-  if (total == 0 && mutants == 0) return "not verified";
+  if (total == 0 && mutants == 0) {
+    // The floors compute no attention: there is nothing to verify.
+    if (implementation == kReadFloor || implementation == kFmaFloor) return "a floor, not attention";
+    return "not verified";
+  }
   std::vector<std::string> parts;
   if (!failed.empty()) parts.push_back(fmt::format("{} of {} properties ({})", failed.size(), total, fmt::join(failed, ", ")));
   if (!bad_mutants.empty())

@@ -282,6 +282,10 @@ TEST_CASE("square shapes are judged against an FMA floor timed in the same run, 
   CHECK_THAT(md, Contains("| fused | 1024 | 4.47 ms |"));
   CHECK_THAT(md, Contains(" | 2.00 | single run |"));
   CHECK_THAT(md, Contains("× FMA floor is the time over the fma-floor row"));
+  // In the headline the floor is a row of its own, with nothing to verify.
+  CHECK_THAT(md, Contains("| a floor, not attention |"));
+  CHECK(by_name.at("fma-floor/n:1024/d:64/mask:none/threads:1")["verdict"] == "a floor, not attention");
+  CHECK(by_name.at("naive-eigen/n:1024/d:64/mask:none/threads:1")["verdict"] == "not verified");
 }
 
 TEST_CASE("a bench file with only aggregates (--benchmark_report_aggregates_only) uses the _median rows") {
