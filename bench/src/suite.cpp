@@ -80,6 +80,17 @@ class CanonicalNames : public Reporter {
       if (progress_total > 0 && run.run_type == benchmark::BenchmarkReporter::Run::RT_Iteration)
         finished.insert(run.run_name.str());
     }
+    for (const auto& run : renamed) {
+      // A call's time for the summary against the floors: the median of the
+      // repetitions, or the one run; the compute time the implementation
+      // reported when it did (its wall time includes the isolation).
+      const bool single = run.run_type == benchmark::BenchmarkReporter::Run::RT_Iteration && run.repetitions <= 1;
+      if (run.error_occurred || !(single || run.aggregate_name == "median")) continue;
+      const auto compute = run.counters.find("compute_seconds");
+      seconds[run.run_name.str()] = compute != run.counters.end()
+                                        ? compute->second.value
+                                        : run.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(run.time_unit);
+    }
     Reporter::ReportRuns(renamed);
     if (progress_total > 0 && !renamed.empty() &&
         renamed.front().run_type == benchmark::BenchmarkReporter::Run::RT_Iteration) {
@@ -89,6 +100,7 @@ class CanonicalNames : public Reporter {
     }
   }
   std::vector<std::string> failures;
+  std::map<std::string, double> seconds;  ///< a call's time by benchmark name (floor_summary)
   size_t progress_total = 0;  ///< benchmarks to run; 0: no progress lines
   std::function<void(size_t, size_t, const std::string&)> on_progress;  ///< BenchOptions::on_progress
   std::set<std::string> finished;
@@ -414,6 +426,40 @@ BenchImplementation find_bench_implementation(const std::string& name) {
           }};
 }
 
+std::vector<std::string> floor_summary(const std::map<std::string, double>& seconds) {
+  // "<impl>/<shape>": the shape from the right, since an implementation name may hold slashes.
+  const auto split = [](const std::string& name) -> std::pair<std::string, std::string> {
+    size_t at = std::string::npos;
+    for (const char* start : {"/n:", "/n_q:"}) {
+      const size_t found = name.rfind(start);
+      if (found != std::string::npos && (at == std::string::npos || found > at)) at = found;
+    }
+    if (at == std::string::npos) return {};
+    return {name.substr(0, at), name.substr(at + 1)};
+  };
+  std::map<std::string, double> read, fma;  // floor time by shape
+  for (const auto& [name, time] : seconds) {
+    const auto [impl, shape] = split(name);
+    if (impl == "read-floor") read[shape] = time;
+    if (impl == "fma-floor") fma[shape] = time;
+  }
+  std::vector<std::string> lines;
+  for (const auto& [name, time] : seconds) {
+    const auto [impl, shape] = split(name);
+    if (impl.empty() || impl == "read-floor" || impl == "fma-floor") continue;
+    const auto r = read.find(shape);
+    const auto f = fma.find(shape);
+    if (r == read.end() && f == fma.end()) continue;
+    std::string line = name + ":";
+    if (r != read.end()) line += fmt::format(" × read floor {:.2f}", time / r->second);
+    if (f != fma.end()) line += fmt::format(" × FMA floor {:.2f}", time / f->second);
+    if (r != read.end() && f != fma.end())
+      line += fmt::format(" × slower floor {:.2f}", time / std::max(r->second, f->second));
+    lines.push_back(line);
+  }
+  return lines;
+}
+
 std::vector<std::string> bench_implementation_names() {
   return {"fused", "naive-eigen", "naive-openblas", "reference-double", "read-floor", "fma-floor"};
 }
@@ -631,6 +677,12 @@ size_t run_benchmarks(const BenchOptions& options) {
                            : benchmark::RunSpecifiedBenchmarks(&console, &json);
   benchmark::ClearRegisteredBenchmarks();
   if (!options.json_path.empty()) raise_roofs_in_json(options.json_path, limits, measure_limits("after the benchmarks", cpu));
+  const std::vector<std::string> summary = floor_summary(console.seconds);
+  if (!summary.empty()) {
+    fmt::print("against the floors timed in this run (time per call over the floor's; the slower floor is the "
+               "shape's roofline):\n");
+    for (const std::string& line : summary) fmt::print("  {}\n", line);
+  }
   if (!console.failures.empty())
     throw std::runtime_error(fmt::format("{} benchmark(s) failed: {}", console.failures.size(),
                                          fmt::join(console.failures, "; ")));

@@ -25,7 +25,7 @@ namespace {
 
 struct Outcome {
   int status = -1;
-  std::string err;
+  std::string out, err;
 };
 
 fs::path scratch_dir() {
@@ -35,18 +35,22 @@ fs::path scratch_dir() {
 }
 
 Outcome run_cli(const std::string& args) {
-  const fs::path err_file = scratch_dir() / "stderr.txt";
+  const fs::path out_file = scratch_dir() / "stdout.txt", err_file = scratch_dir() / "stderr.txt";
   const std::string command =
       // A 64 MiB bandwidth probe: mapping 256 MiB takes seconds on some virtual machines.
-      "ATTNCHECK_BANDWIDTH_MIB=64 " + std::string(ATTNCHECK_CLI) + " bench " + args + " >/dev/null 2>" +
-      err_file.string();
+      "ATTNCHECK_BANDWIDTH_MIB=64 " + std::string(ATTNCHECK_CLI) + " bench " + args + " >" + out_file.string() +
+      " 2>" + err_file.string();
   const int raw = std::system(command.c_str());
   Outcome outcome;
   outcome.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  std::ifstream in(err_file);
-  std::stringstream text;
-  text << in.rdbuf();
-  outcome.err = text.str();
+  const auto read = [](const fs::path& path) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  outcome.out = read(out_file);
+  outcome.err = read(err_file);
   return outcome;
 }
 
@@ -296,6 +300,21 @@ TEST_CASE("attncheck bench times the FMA floor beside fused: the same flops, at 
     }
   }
   CHECK(checked == 4);
+}
+
+TEST_CASE("attncheck bench ends with each shape's time over the floors timed beside it", "[cli]") {
+  const Outcome with = run_cli("--impl fused --impl fma-floor --impl read-floor --n 64 --n-q 2 --n-k 512 --d 16 "
+                               "--repetitions 2 --min-time 0.01");
+  INFO(with.err);
+  REQUIRE(with.status == 0);
+  CHECK_THAT(with.out, Catch::Contains("against the floors timed in this run"));
+  CHECK_THAT(with.out, Catch::Contains("  fused/n:64/d:16/mask:none/threads:1: × read floor "));
+  CHECK_THAT(with.out, Catch::Contains("  fused/n_q:2/n_k:512/d:16/mask:none/threads:1: × read floor "));
+  CHECK_THAT(with.out, Catch::Contains(" × FMA floor "));
+  CHECK_THAT(with.out, Catch::Contains(" × slower floor "));
+  const Outcome without = run_cli("--impl fused --n 64 --d 16 --repetitions 1 --min-time 0.01");
+  REQUIRE(without.status == 0);
+  CHECK_THAT(without.out, !Catch::Contains("against the floors"));
 }
 
 TEST_CASE("attncheck bench judges runs on several threads against the FMA peak probed on as many threads", "[cli]") {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "attncheck/bench.h"
@@ -177,4 +179,24 @@ TEST_CASE("the FMA floor rejects bad options and null tensors, naming them, and 
   CHECK_THROWS_WITH(attncheck::fma_floor(p, q.data(), nullptr, v.data(), out.data()), Catch::Contains("K: null"));
   CHECK_THROWS_AS(attncheck::fma_floor(p, q.data(), k.data(), v.data(), nullptr), attncheck::InvalidInput);
   CHECK(std::all_of(out.begin(), out.end(), [](float x) { return x == 12345.0f; }));
+}
+
+TEST_CASE("the summary after a bench gives each shape's time over the floors of the same shape", "[floor]") {
+  const std::map<std::string, double> seconds = {
+      {"fused/n_q:1/n_k:4096/d:128/mask:none/threads:1", 2.0e-3},
+      {"read-floor/n_q:1/n_k:4096/d:128/mask:none/threads:1", 1.6e-3},
+      {"fma-floor/n_q:1/n_k:4096/d:128/mask:none/threads:1", 0.1e-3},
+      {"plugin:/lib/n:2/x.so/n:256/d:64/mask:none/threads:2", 3.0e-3},
+      {"fma-floor/n:256/d:64/mask:none/threads:2", 2.0e-3},
+      {"fused/n:256/d:64/mask:none/threads:1", 1.0e-3},  // no floor on 1 thread: no line
+      {"fused/n:256/d:64/mask:none/threads:2", 2.5e-3},
+  };
+  const std::vector<std::string> lines = attncheck::floor_summary(seconds);
+  REQUIRE(lines.size() == 3);
+  CHECK(lines[0] == "fused/n:256/d:64/mask:none/threads:2: × FMA floor 1.25");
+  CHECK(lines[1] == "fused/n_q:1/n_k:4096/d:128/mask:none/threads:1: × read floor 1.25 × FMA floor 20.00 "
+                    "× slower floor 1.25");
+  // A plugin path with slashes and "/n:" in it: the shape is taken from the right.
+  CHECK(lines[2] == "plugin:/lib/n:2/x.so/n:256/d:64/mask:none/threads:2: × FMA floor 1.50");
+  CHECK(attncheck::floor_summary({{"fused/n:256/d:64/mask:none/threads:1", 1.0}}).empty());
 }

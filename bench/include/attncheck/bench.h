@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -61,6 +62,12 @@ double moved_bytes(const Problem& problem);
 /// (validate_problem), not the values; throws InvalidInput on a null tensor.
 void fma_floor(const Problem& problem, const float* q, const float* k, const float* v, float* out,
                int threads = 1);
+
+/// The lines `attncheck bench` prints after the runs: for every benchmark
+/// (name → seconds per call) whose shape has a read-floor or fma-floor row,
+/// its time over each floor's and over the slower of the two (the shape's
+/// roofline timed beside it), in name order; none without floors.
+std::vector<std::string> floor_summary(const std::map<std::string, double>& seconds);
 
 /// Options of `attncheck bench`.
 struct BenchOptions {
