@@ -196,7 +196,6 @@ inline constexpr const char* kFmaFloor = "fma-floor";
 /// time includes the isolation). None for a floor itself or when the run has
 /// no such floor for that shape.
 std::optional<double> over_floor(const Model& model, const Measurement& m, const std::string& floor_name);
-std::optional<double> over_read_floor(const Model& model, const Measurement& m);
 /// The time over the slower of the two floors (both needed): the roofline of
 /// the shape, its memory and FMA limits, timed beside it.
 std::optional<double> over_slower_floor(const Model& model, const Measurement& m);

@@ -650,7 +650,7 @@ std::string render_json(const Model& model) {
         m, {{"n_q", m.n_q}, {"n_k", m.n_k}, {"d", m.d}, {"mask", m.mask}, {"threads", m.threads}});
     record["compute_seconds"] = optional_number(m.compute_s);
     record["gbytes_per_s"] = optional_number(m.gbytes_per_s);
-    record["over_read_floor"] = optional_number(over_read_floor(model, m));
+    record["over_read_floor"] = optional_number(over_floor(model, m, kReadFloor));
     record["over_fma_floor"] = optional_number(over_floor(model, m, kFmaFloor));
     record["over_slower_floor"] = optional_number(over_slower_floor(model, m));
     record["roofline"] = {{"flop_per_byte", optional_number(r.intensity)},
