@@ -899,8 +899,9 @@ std::vector<std::vector<std::string>> decode_table(const Model& model) {
     t.push_back({m->implementation, std::to_string(m->n_q), std::to_string(m->n_k), std::to_string(m->d), m->mask,
                  std::to_string(m->threads), format_number(m->time_s * 1e3) + " ms", number(m->gbytes_per_s),
                  number(m->gflops), number(r.intensity), roof,
-                 r.fraction ? format_number(*r.fraction * 100, 2) + " %" : "—", number(over_floor(model, *m, kReadFloor)),
-                 number(over_floor(model, *m, kFmaFloor)), number(over_slower_floor(model, *m)),
+                 r.fraction ? format_number(*r.fraction * 100, 2) + " %" : "—",
+                 number(over_floor(model, *m, kReadFloor)), number(over_floor(model, *m, kFmaFloor)),
+                 number(over_slower_floor(model, *m)),
                  m->compute_s ? format_number(*m->compute_s * 1e3) + " ms" : "—", format_statistic(*m)});
   }
   return t;
