@@ -426,17 +426,67 @@ BenchImplementation find_bench_implementation(const std::string& name) {
           }};
 }
 
-std::vector<std::string> floor_summary(const std::map<std::string, double>& seconds) {
-  // "<impl>/<shape>": the shape from the right, since an implementation name may hold slashes.
-  const auto split = [](const std::string& name) -> std::pair<std::string, std::string> {
-    size_t at = std::string::npos;
-    for (const char* start : {"/n:", "/n_q:"}) {
-      const size_t found = name.rfind(start);
-      if (found != std::string::npos && (at == std::string::npos || found > at)) at = found;
-    }
-    if (at == std::string::npos) return {};
-    return {name.substr(0, at), name.substr(at + 1)};
+namespace {
+
+// "<impl>/<shape>" split into the two: the shape from the right, since an
+// implementation name may hold slashes. Empty without a shape.
+std::pair<std::string, std::string> split_benchmark_name(const std::string& name) {
+  size_t at = std::string::npos;
+  for (const char* start : {"/n:", "/n_q:"}) {
+    const size_t found = name.rfind(start);
+    if (found != std::string::npos && (at == std::string::npos || found > at)) at = found;
+  }
+  if (at == std::string::npos) return {};
+  return {name.substr(0, at), name.substr(at + 1)};
+}
+
+// The thread count a benchmark name ends with ("/threads:<t>"), and the name without it; 0 when absent.
+std::pair<std::string, int> split_threads(const std::string& name) {
+  const size_t at = name.rfind("/threads:");
+  if (at == std::string::npos) return {name, 0};
+  try {
+    return {name.substr(0, at), std::stoi(name.substr(at + 9))};
+  } catch (const std::exception&) {
+    return {name, 0};
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> thread_scaling_summary(const std::map<std::string, double>& seconds) {
+  std::map<std::string, double> one;  // 1-thread time by name without its thread count
+  for (const auto& [name, time] : seconds)
+    if (const auto [base, threads] = split_threads(name); threads == 1) one[base] = time;
+  const auto speedup = [&](const std::string& impl, const std::string& shape, int threads) -> std::optional<double> {
+    const auto many = seconds.find(fmt::format("{}/{}/threads:{}", impl, shape, threads));
+    const auto single = one.find(impl + "/" + shape);
+    if (many == seconds.end() || single == one.end() || many->second <= 0) return std::nullopt;
+    return single->second / many->second;
   };
+  std::vector<std::string> lines;
+  for (const auto& [name, time] : seconds) {
+    const auto [base, threads] = split_threads(name);
+    const auto [impl, shape] = split_benchmark_name(base);
+    if (threads <= 1 || impl.empty() || impl == "read-floor" || impl == "fma-floor") continue;
+    const std::optional<double> own = speedup(impl, shape, threads);
+    if (!own) continue;
+    std::string line = fmt::format("{}: {:.2f}x the 1-thread speed", name, *own);
+    double slower_one = 0, slower_many = 0;
+    for (const char* floor : {"read-floor", "fma-floor"}) {
+      const std::optional<double> f = speedup(floor, shape, threads);
+      if (!f) continue;
+      line += fmt::format(", {} {:.2f}x", floor, *f);
+      slower_one = std::max(slower_one, one.at(std::string(floor) + "/" + shape));
+      slower_many = std::max(slower_many, seconds.at(fmt::format("{}/{}/threads:{}", floor, shape, threads)));
+    }
+    if (slower_many > 0) line += fmt::format("; over the roofline's {:.2f}", *own / (slower_one / slower_many));
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+std::vector<std::string> floor_summary(const std::map<std::string, double>& seconds) {
+  const auto split = split_benchmark_name;
   std::map<std::string, double> read, fma;  // floor time by shape
   for (const auto& [name, time] : seconds) {
     const auto [impl, shape] = split(name);
@@ -682,6 +732,12 @@ size_t run_benchmarks(const BenchOptions& options) {
     fmt::print("against the floors timed in this run (time per call over the floor's; the slower floor is the "
                "shape's roofline):\n");
     for (const std::string& line : summary) fmt::print("  {}\n", line);
+  }
+  const std::vector<std::string> scaling = thread_scaling_summary(console.seconds);
+  if (!scaling.empty()) {
+    fmt::print("thread scaling (time on 1 thread over time on more, beside the floors' own; the roofline's is the "
+               "slower floor's):\n");
+    for (const std::string& line : scaling) fmt::print("  {}\n", line);
   }
   if (!console.failures.empty())
     throw std::runtime_error(fmt::format("{} benchmark(s) failed: {}", console.failures.size(),

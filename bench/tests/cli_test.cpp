@@ -317,6 +317,22 @@ TEST_CASE("attncheck bench ends with each shape's time over the floors timed bes
   CHECK_THAT(without.out, !Catch::Contains("against the floors"));
 }
 
+TEST_CASE("attncheck bench ends with each shape's thread scaling beside the floors' own", "[cli]") {
+  const Outcome with = run_cli("--impl fused --impl fma-floor --n 64 --d 16 --threads 1,2 --repetitions 1 "
+                               "--min-time 0.01");
+  INFO(with.err);
+  REQUIRE(with.status == 0);
+  CHECK_THAT(with.out, Catch::Contains("thread scaling (time on 1 thread over time on more"));
+  CHECK_THAT(with.out, Catch::Contains("  fused/n:64/d:16/mask:none/threads:2: "));
+  CHECK_THAT(with.out, Catch::Contains("x the 1-thread speed, fma-floor "));
+  CHECK_THAT(with.out, Catch::Contains("; over the roofline's "));
+  // The floors themselves are the comparison, not lines.
+  CHECK_THAT(with.out, !Catch::Contains("  fma-floor/n:64/d:16/mask:none/threads:2: "));
+  const Outcome one = run_cli("--impl fused --n 64 --d 16 --repetitions 1 --min-time 0.01");
+  REQUIRE(one.status == 0);
+  CHECK_THAT(one.out, !Catch::Contains("thread scaling"));
+}
+
 TEST_CASE("attncheck bench judges runs on several threads against the FMA peak probed on as many threads", "[cli]") {
   // 3 threads: more than the CPUs of a 2-CPU machine, whose roof is then the CPUs' together.
   const nlohmann::json doc =

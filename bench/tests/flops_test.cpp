@@ -200,3 +200,31 @@ TEST_CASE("the summary after a bench gives each shape's time over the floors of 
   CHECK(lines[2] == "plugin:/lib/n:2/x.so/n:256/d:64/mask:none/threads:2: × FMA floor 1.50");
   CHECK(attncheck::floor_summary({{"fused/n:256/d:64/mask:none/threads:1", 1.0}}).empty());
 }
+
+TEST_CASE("the summary after a bench gives each shape's thread scaling beside the floors' own", "[floor]") {
+  const std::map<std::string, double> seconds = {
+      {"fused/n:1024/d:64/mask:none/threads:1", 2.0e-3},
+      {"fused/n:1024/d:64/mask:none/threads:2", 1.0e-3},
+      {"fma-floor/n:1024/d:64/mask:none/threads:1", 1.6e-3},
+      {"fma-floor/n:1024/d:64/mask:none/threads:2", 1.0e-3},
+      {"fused/n_q:1/n_k:4096/d:128/mask:none/threads:1", 3.0e-3},
+      {"fused/n_q:1/n_k:4096/d:128/mask:none/threads:2", 2.0e-3},
+      {"read-floor/n_q:1/n_k:4096/d:128/mask:none/threads:1", 2.5e-3},
+      {"read-floor/n_q:1/n_k:4096/d:128/mask:none/threads:2", 2.0e-3},
+      {"fma-floor/n_q:1/n_k:4096/d:128/mask:none/threads:1", 0.2e-3},
+      {"fma-floor/n_q:1/n_k:4096/d:128/mask:none/threads:2", 0.1e-3},
+      {"plugin:/lib/n:2/x.so/n:256/d:64/mask:none/threads:1", 3.0e-3},
+      {"plugin:/lib/n:2/x.so/n:256/d:64/mask:none/threads:2", 2.0e-3},  // no floors: its speed-up alone
+      {"fused/n:512/d:64/mask:none/threads:2", 1.0e-3},                // no 1-thread row: no line
+  };
+  const std::vector<std::string> lines = attncheck::thread_scaling_summary(seconds);
+  REQUIRE(lines.size() == 3);
+  // 2.0 / 1.0 against the FMA floor's 1.6 / 1.0.
+  CHECK(lines[0] == "fused/n:1024/d:64/mask:none/threads:2: 2.00x the 1-thread speed, fma-floor 1.60x; "
+                    "over the roofline's 1.25");
+  // The roofline is the slower floor at each count: the read floor's 2.5 / 2.0, not the FMA floor's 2.0.
+  CHECK(lines[1] == "fused/n_q:1/n_k:4096/d:128/mask:none/threads:2: 1.50x the 1-thread speed, read-floor 1.25x, "
+                    "fma-floor 2.00x; over the roofline's 1.20");
+  CHECK(lines[2] == "plugin:/lib/n:2/x.so/n:256/d:64/mask:none/threads:2: 1.50x the 1-thread speed");
+  CHECK(attncheck::thread_scaling_summary({{"fused/n:256/d:64/mask:none/threads:1", 1.0}}).empty());
+}

@@ -907,6 +907,71 @@ std::vector<std::vector<std::string>> decode_table(const Model& model) {
   return t;
 }
 
+namespace {
+
+// A time to compare: the implementation's own compute time where it reported one.
+double own_seconds(const Measurement& m) { return m.compute_s.value_or(m.time_s); }
+
+bool is_floor(const Measurement& m) { return m.implementation == kReadFloor || m.implementation == kFmaFloor; }
+
+}  // namespace
+
+std::vector<ThreadScaling> thread_scaling(const Model& model) {
+  std::vector<const Measurement*> all;
+  for (const Series& s : model.series)
+    for (const Measurement& m : s.points) all.push_back(&m);
+  for (const Measurement& m : model.cross) all.push_back(&m);
+  const auto same_shape = [](const Measurement& a, const Measurement& b) {
+    return a.implementation == b.implementation && a.run == b.run &&
+           std::tie(a.n, a.n_q, a.n_k, a.d, a.mask) == std::tie(b.n, b.n_q, b.n_k, b.d, b.mask);
+  };
+  std::vector<ThreadScaling> result;
+  for (const Measurement* many : all) {
+    if (many->threads <= 1 || is_floor(*many) || many->time_s <= 0) continue;
+    const auto one = std::find_if(all.begin(), all.end(), [&](const Measurement* m) {
+      return m->threads == 1 && m->time_s > 0 && same_shape(*m, *many);
+    });
+    if (one == all.end()) continue;
+    ThreadScaling s;
+    s.one = *one;
+    s.many = many;
+    s.speedup = own_seconds(**one) / own_seconds(*many);
+    double slower_one = 0, slower_many = 0;
+    for (const char* name : {kReadFloor, kFmaFloor}) {
+      const Measurement* f1 = floor_for(model, **one, name);
+      const Measurement* fn = floor_for(model, *many, name);
+      if (!f1 || !fn) continue;
+      (name == kReadFloor ? s.read_floor : s.fma_floor) = f1->time_s / fn->time_s;
+      slower_one = std::max(slower_one, f1->time_s);
+      slower_many = std::max(slower_many, fn->time_s);
+    }
+    if (slower_many > 0) s.roofline = slower_one / slower_many;
+    result.push_back(s);
+  }
+  std::stable_sort(result.begin(), result.end(), [](const ThreadScaling& a, const ThreadScaling& b) {
+    const Measurement &x = *a.many, &y = *b.many;
+    return std::tie(x.d, x.mask, x.implementation, x.n, x.n_q, x.n_k, x.threads, x.run) <
+           std::tie(y.d, y.mask, y.implementation, y.n, y.n_q, y.n_k, y.threads, y.run);
+  });
+  return result;
+}
+
+std::vector<std::vector<std::string>> thread_scaling_table(const Model& model) {
+  std::vector<std::vector<std::string>> t = {{"implementation", "shape", "d", "mask", "threads", "time, 1 thread",
+                                              "time", "speed-up", "read floor's", "FMA floor's", "roofline's",
+                                              "speed-up over the roofline's"}};
+  const auto number = [](const std::optional<double>& v) { return v ? format_number(*v) : std::string("—"); };
+  for (const ThreadScaling& s : thread_scaling(model)) {
+    const Measurement& m = *s.many;
+    const std::string shape = m.n > 0 ? fmt::format("n = {}", m.n) : fmt::format("n_q = {}, n_k = {}", m.n_q, m.n_k);
+    t.push_back({m.implementation, shape, std::to_string(m.d), m.mask, std::to_string(m.threads),
+                 format_number(own_seconds(*s.one) * 1e3) + " ms", format_number(own_seconds(m) * 1e3) + " ms",
+                 format_number(s.speedup), number(s.read_floor), number(s.fma_floor), number(s.roofline),
+                 number(s.over_roofline())});
+  }
+  return t;
+}
+
 std::vector<std::string> isolation_notes(const Model& model) {
   std::vector<const Measurement*> all;
   for (const Series& s : model.series)

@@ -201,6 +201,27 @@ std::optional<double> over_floor(const Model& model, const Measurement& m, const
 std::optional<double> over_slower_floor(const Model& model, const Measurement& m);
 /// The cross shapes as table rows (first row the header), with their roofline.
 std::vector<std::vector<std::string>> decode_table(const Model& model);
+/// One implementation's speed-up from 1 thread to `many->threads` on one
+/// shape of one bench run, beside the floors' own speed-up there: what the
+/// machine's cores give together on that shape, timed in the same run.
+struct ThreadScaling {
+  const Measurement* one = nullptr;   ///< the 1-thread measurement
+  const Measurement* many = nullptr;  ///< the same shape on more threads
+  double speedup = 0;                 ///< one's time / many's (own compute time where reported)
+  std::optional<double> read_floor, fma_floor;  ///< each floor's speed-up on the shape
+  /// The slower floor's time on 1 thread over the slower floor's on `threads`
+  /// (the floors timed at both counts): the roofline's speed-up.
+  std::optional<double> roofline;
+  std::optional<double> over_roofline() const {
+    if (!roofline) return std::nullopt;
+    return speedup / *roofline;
+  }
+};
+/// Every implementation measured on 1 thread and on more, shape by shape
+/// (floors excluded: they are the columns), by d, mask, implementation, shape.
+std::vector<ThreadScaling> thread_scaling(const Model& model);
+/// The same as table rows (first row the header).
+std::vector<std::vector<std::string>> thread_scaling_table(const Model& model);
 /// One line per measurement whose implementation reported its own compute
 /// time: the share of the wall time spent on isolation, flagged above 50 %.
 std::vector<std::string> isolation_notes(const Model& model);

@@ -452,6 +452,15 @@ constexpr const char* decode_legend =
     "timed beside it; a peer's own compute time when it reported one. Own compute time is "
     "what a plugin or exec child reported (compute_seconds); charts and rates use the wall time.";
 
+constexpr const char* scaling_legend =
+    "Speed-up is the time on 1 thread over the time on the row's threads, for the same shape in the same bench "
+    "run (a peer's own compute time when it reported one). A floor's speed-up is the same ratio of its own "
+    "times (read-floor: the bytes moved, read with those threads; fma-floor: the useful flops as register-only "
+    "FMAs): what the machine's cores give together on that shape, measured beside it rather than assumed to be "
+    "the thread count. The roofline's is the slower floor's time on 1 thread over the slower floor's on the "
+    "row's threads (floors timed at both counts). Speed-up over the roofline's near 1 means the implementation "
+    "scales as far as the machine does; above 1, further (its 1-thread time was further from its floor).";
+
 constexpr const char* floor_legend =
     "× FMA floor is the time over the fma-floor row of the same n and threads from the same run (the useful "
     "flops as register-only FMAs on those threads): how far from the FMA peak, measured side by side rather "
@@ -661,6 +670,25 @@ std::string render_json(const Model& model) {
     cross.push_back(record);
   }
   out["cross_records"] = cross;
+  json scaling = json::array();
+  for (const ThreadScaling& t : thread_scaling(model)) {
+    const Measurement& m = *t.many;
+    json problem = m.n > 0 ? json{{"n", m.n}} : json{{"n_q", m.n_q}, {"n_k", m.n_k}};
+    problem["d"] = m.d;
+    problem["mask"] = m.mask;
+    scaling.push_back({{"implementation", m.implementation},
+                       {"problem", problem},
+                       {"bench_run", m.run},
+                       {"threads", m.threads},
+                       {"seconds_1_thread", t.one->compute_s.value_or(t.one->time_s)},
+                       {"seconds", m.compute_s.value_or(m.time_s)},
+                       {"speedup", t.speedup},
+                       {"read_floor_speedup", optional_number(t.read_floor)},
+                       {"fma_floor_speedup", optional_number(t.fma_floor)},
+                       {"roofline_speedup", optional_number(t.roofline)},
+                       {"over_roofline_speedup", optional_number(t.over_roofline())}});
+  }
+  out["thread_scaling"] = scaling;
   json headline = json::array();
   for (const HeadlineRow& row : model.headline) {
     json speedups = json::array();
@@ -757,6 +785,8 @@ std::string render_markdown(const Model& model) {
   }
   if (!model.cross.empty())
     md += "## Decode and cross shapes\n\n" + md_table(decode_table(model)) + "\n_" + decode_legend + "_\n\n";
+  if (const auto scaling = thread_scaling_table(model); scaling.size() > 1)
+    md += "## Thread scaling\n\n" + md_table(scaling) + "\n_" + scaling_legend + "_\n\n";
   for (const std::string& note : isolation_notes(model)) md += "- " + note + "\n";
   if (!isolation_notes(model).empty()) md += "\n";
   for (const VerifyRun& v : model.verifies) {
@@ -854,6 +884,9 @@ std::string render_html(const Model& model, const std::vector<Chart>& charts, co
       if (c.section == "decode") h += figure(c);
     h += html_table(decode_table(model)) + "<p class=\"conditions\">" + html_escape(decode_legend) + "</p>\n";
   }
+  if (const auto scaling = thread_scaling_table(model); scaling.size() > 1)
+    h += "<h2>Thread scaling</h2>\n" + html_table(scaling) + "<p class=\"conditions\">" +
+         html_escape(scaling_legend) + "</p>\n";
   if (const auto notes = isolation_notes(model); !notes.empty()) {
     h += "<ul>\n";
     for (const std::string& note : notes) h += "<li>" + html_escape(note) + "</li>\n";

@@ -248,6 +248,74 @@ TEST_CASE("a cross shape is judged only against a read floor timed in its own be
                       "80 % | — |"));
 }
 
+TEST_CASE("thread scaling sets each shape's speed-up beside its floors' own, within one bench run") {
+  ScratchDir dir;
+  auto doc = nlohmann::json::parse(read_text(fixture("bench_decode.json")));
+  // Floors on 2 threads beside the fixture's 1-thread ones (1.75 and 0.5 ms for n_q = 1; 0.6 and 3.2 for 64).
+  for (const auto& [name, ms] : {std::pair{"read-floor/n_q:1/n_k:16384/d:128/mask:none/threads:2", 1.25},
+                                 std::pair{"fma-floor/n_q:1/n_k:16384/d:128/mask:none/threads:2", 0.27},
+                                 std::pair{"read-floor/n_q:64/n_k:4096/d:128/mask:none/threads:2", 0.5},
+                                 std::pair{"fma-floor/n_q:64/n_k:4096/d:128/mask:none/threads:2", 1.7}})
+    doc["benchmarks"].push_back({{"name", name}, {"run_name", name}, {"run_type", "iteration"},
+                                 {"family_index", 9}, {"per_family_instance_index", 0}, {"repetitions", 1},
+                                 {"repetition_index", 0}, {"threads", 1}, {"iterations", 10}, {"real_time", ms},
+                                 {"cpu_time", ms}, {"time_unit", "ms"}});
+  {
+    std::ofstream out(dir.sub("both.json"));
+    out << doc.dump(2);
+  }
+  ReportInputs inputs;
+  inputs.bench_files = {dir.sub("both.json")};
+  ReportResult result = write_report(inputs, dir.sub("out"));
+  auto report = nlohmann::json::parse(read_text(result.json_path));
+  // fused on both counts, twice; exec:fake ran on 1 thread only; floors are the columns, not rows.
+  REQUIRE(report["thread_scaling"].size() == 2);
+  const auto& decode = report["thread_scaling"][0];
+  CHECK(decode["implementation"] == "fused");
+  CHECK(decode["problem"]["n_q"] == 1);
+  CHECK(decode["threads"] == 2);
+  CHECK(decode["speedup"].get<double>() == Approx(2.1 / 1.7));
+  CHECK(decode["read_floor_speedup"].get<double>() == Approx(1.75 / 1.25));
+  CHECK(decode["fma_floor_speedup"].get<double>() == Approx(0.5 / 0.27));
+  // The roofline is the slower floor at each count: the read floor's here.
+  CHECK(decode["roofline_speedup"].get<double>() == Approx(1.75 / 1.25));
+  CHECK(decode["over_roofline_speedup"].get<double>() == Approx((2.1 / 1.7) / (1.75 / 1.25)));
+  const auto& cross = report["thread_scaling"][1];
+  CHECK(cross["problem"]["n_q"] == 64);
+  CHECK(cross["speedup"].get<double>() == Approx(4.0 / 2.5));
+  CHECK(cross["roofline_speedup"].get<double>() == Approx(3.2 / 1.7));  // the FMA floor's
+  const std::string md = read_text(result.markdown_path);
+  CHECK_THAT(md, Contains("## Thread scaling"));
+  CHECK_THAT(md, Contains("| fused | n_q = 1, n_k = 16384 | 128 | none | 2 | 2.10 ms | 1.70 ms | 1.24 | 1.40 | 1.85 | "
+                          "1.40 | 0.882 |"));
+  CHECK_THAT(md, Contains("| fused | n_q = 64, n_k = 4096 | 128 | none | 2 | 4.00 ms | 2.50 ms | 1.60 | 1.20 | 1.88 | "
+                          "1.88 | 0.850 |"));
+  CHECK_THAT(read_text(result.html_path), Contains("<h2>Thread scaling</h2>"));
+
+  // The fixture alone has no floor on 2 threads: speed-ups without floors.
+  inputs.bench_files = {fixture("bench_decode.json")};
+  result = write_report(inputs, dir.sub("plain"));
+  report = nlohmann::json::parse(read_text(result.json_path));
+  REQUIRE(report["thread_scaling"].size() == 2);
+  CHECK(report["thread_scaling"][0]["read_floor_speedup"].is_null());
+  CHECK(report["thread_scaling"][0]["roofline_speedup"].is_null());
+  CHECK(report["thread_scaling"][0]["over_roofline_speedup"].is_null());
+
+  // 1 and 2 threads from different bench runs are not paired.
+  nlohmann::json one = doc, two = doc;
+  one["benchmarks"] = two["benchmarks"] = nlohmann::json::array();
+  for (const auto& b : doc["benchmarks"])
+    (b["name"].get<std::string>().find("/threads:2") != std::string::npos ? two : one)["benchmarks"].push_back(b);
+  for (const auto& [name, part] : {std::pair{"one.json", one}, std::pair{"two.json", two}}) {
+    std::ofstream out(dir.sub(name));
+    out << part.dump(2);
+  }
+  inputs.bench_files = {dir.sub("one.json"), dir.sub("two.json")};
+  result = write_report(inputs, dir.sub("split"));
+  CHECK(nlohmann::json::parse(read_text(result.json_path))["thread_scaling"].empty());
+  CHECK_THAT(read_text(result.markdown_path), !Contains("## Thread scaling"));
+}
+
 TEST_CASE("square shapes are judged against an FMA floor timed in the same run, of the same n, mask and threads") {
   ScratchDir dir;
   auto doc = nlohmann::json::parse(read_text(fixture("bench_single.json")));

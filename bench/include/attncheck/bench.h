@@ -68,6 +68,12 @@ void fma_floor(const Problem& problem, const float* q, const float* k, const flo
 /// its time over each floor's and over the slower of the two (the shape's
 /// roofline timed beside it), in name order; none without floors.
 std::vector<std::string> floor_summary(const std::map<std::string, double>& seconds);
+/// The thread-scaling lines `attncheck bench` prints after them: for every
+/// benchmark on more than 1 thread whose shape also ran on 1 thread, its
+/// speed-up (time on 1 thread over time on its threads), each floor's own
+/// speed-up on that shape, and its speed-up over the roofline's (the slower
+/// floor's, when the floors ran on both counts); floors have no lines.
+std::vector<std::string> thread_scaling_summary(const std::map<std::string, double>& seconds);
 
 /// Options of `attncheck bench`.
 struct BenchOptions {
