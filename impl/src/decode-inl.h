@@ -70,6 +70,16 @@ constexpr size_t kColumnsMinRows =
 // AccumulateInLanes): with 16 registers, 12 leave room for two vectors of
 // rows and a broadcast.
 constexpr size_t kColumnBlock = kSixteenVectorRegisters ? 12 : 24;
+// With vectors of 16 rows (AVX-512), 33 to 64 rows take their vectors of rows
+// four or three at a time, in scores and in P · V (4 × 6 and 3 × 8
+// accumulators: 0.42 and 0.46 vectors loaded per FMA, against 0.58 for two
+// vectors by 12 keys or columns), then in pairs. On the AMD EPYC Zen 5 VM,
+// against pairs only: 0.91-0.94x the time at 48 rows, 0.94-0.99x at 56-64
+// (n_k = 1024-16384, d = 64 and 128, 1 and 2 threads), the same bits
+// (docs/performance-decode.md, "33 to 64 rows: four or three vectors of rows
+// at a time"). The decode path with them at 96-256 rows took 0.99-1.11x the
+// streamed tiled path's time, so the 64-row limit stays.
+constexpr bool kWideRowBlocks = hn::MaxLanes(DF()) == 16 && !kSixteenVectorRegisters;
 
 // The largest power of two below n (0 for n <= 1): the register blocks of the
 // rest after whole blocks of n take each such power at most once.
@@ -779,7 +789,15 @@ class DecodeWorker {
     ahead.Spread(pv_in_lanes_ ? kcount * hwy::DivCeil(vecs, 2) * hwy::DivCeil(dv, kColumnBlock)
                               : kcount * (rows4_ / kGroupRows) * hwy::DivCeil(dv / N, kGroupVecs));
     if (pv_in_lanes_) {
-      for (size_t v0 = 0; v0 < vecs; v0 += 2) {
+      size_t v0 = 0;
+      if constexpr (kWideRowBlocks) {
+        for (; v0 + 4 <= vecs; v0 += 4) AccumulateInLanes<4>(vblock, kcount, v0 * N, ahead);
+        if (v0 + 3 <= vecs) {
+          AccumulateInLanes<3>(vblock, kcount, v0 * N, ahead);
+          v0 += 3;
+        }
+      }
+      for (; v0 < vecs; v0 += 2) {
         if (vecs - v0 >= 2)
           AccumulateInLanes<2>(vblock, kcount, v0 * N, ahead);
         else
@@ -848,8 +866,9 @@ class DecodeWorker {
 
   // st_[j][r] = q_r · k_{j0 + j} for every row and j < kcount, with the lanes
   // over query rows (from qt_): each FMA takes one key element broadcast.
-  // Register blocks of up to two vectors of rows by kColumnBlock / 2 or
-  // kColumnBlock keys, then powers of two for the rest of the block's keys
+  // Register blocks of four or three vectors of rows (kWideRowBlocks), then
+  // of up to two, by kColumnBlock / (vectors of rows) keys, then powers of
+  // two for the rest of the block's keys
   // (ScoreKeysInLanes; compile-time sizes, as in AccumulateInLanes). k and v
   // are the slice's. d_k = 64 and 128 are compile-time constants too: with a
   // run-time row stride each of a block's keys needs a pointer of its own,
@@ -875,6 +894,13 @@ class DecodeWorker {
     }
     const size_t full = rowsp_ / hn::Lanes(d_) - (half_tail_ ? 1 : 0);
     size_t v0 = 0;
+    if constexpr (kWideRowBlocks) {
+      for (; v0 + 4 <= full; v0 += 4) ScoreRowVectors<4, false, kDk>(k, v, j0, kcount, k1, v0);
+      if (v0 + 3 <= full) {
+        ScoreRowVectors<3, false, kDk>(k, v, j0, kcount, k1, v0);
+        v0 += 3;
+      }
+    }
     for (; v0 + 2 <= full; v0 += 2) ScoreRowVectors<2, false, kDk>(k, v, j0, kcount, k1, v0);
     if (v0 < full) {
       if (half_tail_)
