@@ -269,6 +269,23 @@ void run_main_job(const RunArgs& args) {
     fmt::print(stderr, "note: decode shapes: {} (the report does not use them; continuing)\n", e.what());
   }
 
+  // Thread scaling of prefill: fused and fma-floor on 1 thread and on every
+  // CPU, in one file so that the report sets fused's speed-up beside the
+  // floor's own on the same shape (what the CPUs give together, rather than
+  // their count). d = 128, so that its series do not repeat the d = 64 ones.
+  if (const unsigned cpus = std::thread::hardware_concurrency(); cpus > 1) {
+    fmt::print("\n-- thread scaling --\n");
+    BenchOptions scaling = bench;
+    scaling.impls = {"fused", "fma-floor"};
+    scaling.masks = {"none"};
+    scaling.d = {128};
+    scaling.n = args.quick ? std::vector<int64_t>{512} : std::vector<int64_t>{1024, 2048, 4096};
+    scaling.threads = {1, static_cast<int64_t>(cpus)};
+    scaling.json_path = (work / "bench-threads.json").string();
+    run_benchmarks_logged(scaling, bench_log, /*truncate=*/false);
+    report_inputs.bench_files.push_back(scaling.json_path);
+  }
+
   fmt::print("\n== 4/4 report ==\n");
   const ReportResult result = write_report(report_inputs, out.string());
   fmt::print("{}\n", format_headline(result.headline));
