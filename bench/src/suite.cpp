@@ -457,45 +457,47 @@ std::vector<std::string> thread_scaling_summary(const std::map<std::string, doub
   std::map<std::string, double> one;  // 1-thread time by name without its thread count
   for (const auto& [name, time] : seconds)
     if (const auto [base, threads] = split_threads(name); threads == 1) one[base] = time;
-  const auto speedup = [&](const std::string& impl, const std::string& shape, int threads) -> std::optional<double> {
+  // A benchmark's time on 1 thread and on `threads`, when both ran.
+  const auto times = [&](const std::string& impl, const std::string& shape,
+                         int threads) -> std::optional<std::pair<double, double>> {
     const auto many = seconds.find(fmt::format("{}/{}/threads:{}", impl, shape, threads));
     const auto single = one.find(impl + "/" + shape);
     if (many == seconds.end() || single == one.end() || many->second <= 0) return std::nullopt;
-    return single->second / many->second;
+    return std::pair{single->second, many->second};
   };
   std::vector<std::string> lines;
   for (const auto& [name, time] : seconds) {
     const auto [base, threads] = split_threads(name);
     const auto [impl, shape] = split_benchmark_name(base);
     if (threads <= 1 || impl.empty() || impl == "read-floor" || impl == "fma-floor") continue;
-    const std::optional<double> own = speedup(impl, shape, threads);
+    const auto own = times(impl, shape, threads);
     if (!own) continue;
-    std::string line = fmt::format("{}: {:.2f}x the 1-thread speed", name, *own);
+    const double speedup = own->first / own->second;
+    std::string line = fmt::format("{}: {:.2f}x the 1-thread speed", name, speedup);
     double slower_one = 0, slower_many = 0;
     for (const char* floor : {"read-floor", "fma-floor"}) {
-      const std::optional<double> f = speedup(floor, shape, threads);
+      const auto f = times(floor, shape, threads);
       if (!f) continue;
-      line += fmt::format(", {} {:.2f}x", floor, *f);
-      slower_one = std::max(slower_one, one.at(std::string(floor) + "/" + shape));
-      slower_many = std::max(slower_many, seconds.at(fmt::format("{}/{}/threads:{}", floor, shape, threads)));
+      line += fmt::format(", {} {:.2f}x", floor, f->first / f->second);
+      slower_one = std::max(slower_one, f->first);
+      slower_many = std::max(slower_many, f->second);
     }
-    if (slower_many > 0) line += fmt::format("; over the roofline's {:.2f}", *own / (slower_one / slower_many));
+    if (slower_many > 0) line += fmt::format("; over the roofline's {:.2f}", speedup / (slower_one / slower_many));
     lines.push_back(line);
   }
   return lines;
 }
 
 std::vector<std::string> floor_summary(const std::map<std::string, double>& seconds) {
-  const auto split = split_benchmark_name;
   std::map<std::string, double> read, fma;  // floor time by shape
   for (const auto& [name, time] : seconds) {
-    const auto [impl, shape] = split(name);
+    const auto [impl, shape] = split_benchmark_name(name);
     if (impl == "read-floor") read[shape] = time;
     if (impl == "fma-floor") fma[shape] = time;
   }
   std::vector<std::string> lines;
   for (const auto& [name, time] : seconds) {
-    const auto [impl, shape] = split(name);
+    const auto [impl, shape] = split_benchmark_name(name);
     if (impl.empty() || impl == "read-floor" || impl == "fma-floor") continue;
     const auto r = read.find(shape);
     const auto f = fma.find(shape);

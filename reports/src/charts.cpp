@@ -850,7 +850,7 @@ namespace {
 
 // The floor row (read-floor or fma-floor) of m's shape and threads in m's bench run.
 const Measurement* floor_for(const Model& model, const Measurement& m, const std::string& floor_name) {
-  if (m.implementation == kReadFloor || m.implementation == kFmaFloor) return nullptr;
+  if (is_floor(m.implementation)) return nullptr;
   const auto same = [&](const Measurement& floor) {
     return floor.implementation == floor_name && floor.run == m.run && floor.time_s > 0 &&
            std::tie(floor.n, floor.n_q, floor.n_k, floor.d, floor.mask, floor.threads) ==
@@ -869,14 +869,14 @@ const Measurement* floor_for(const Model& model, const Measurement& m, const std
 std::optional<double> over_floor(const Model& model, const Measurement& m, const std::string& floor_name) {
   const Measurement* floor = floor_for(model, m, floor_name);
   if (!floor) return std::nullopt;
-  return m.compute_s.value_or(m.time_s) / floor->time_s;
+  return m.own_seconds() / floor->time_s;
 }
 
 std::optional<double> over_slower_floor(const Model& model, const Measurement& m) {
   const Measurement* read = floor_for(model, m, kReadFloor);
   const Measurement* fma = floor_for(model, m, kFmaFloor);
   if (!read || !fma) return std::nullopt;
-  return m.compute_s.value_or(m.time_s) / std::max(read->time_s, fma->time_s);
+  return m.own_seconds() / std::max(read->time_s, fma->time_s);
 }
 
 std::vector<std::vector<std::string>> decode_table(const Model& model) {
@@ -907,15 +907,6 @@ std::vector<std::vector<std::string>> decode_table(const Model& model) {
   return t;
 }
 
-namespace {
-
-// A time to compare: the implementation's own compute time where it reported one.
-double own_seconds(const Measurement& m) { return m.compute_s.value_or(m.time_s); }
-
-bool is_floor(const Measurement& m) { return m.implementation == kReadFloor || m.implementation == kFmaFloor; }
-
-}  // namespace
-
 std::vector<ThreadScaling> thread_scaling(const Model& model) {
   std::vector<const Measurement*> all;
   for (const Series& s : model.series)
@@ -927,7 +918,7 @@ std::vector<ThreadScaling> thread_scaling(const Model& model) {
   };
   std::vector<ThreadScaling> result;
   for (const Measurement* many : all) {
-    if (many->threads <= 1 || is_floor(*many) || many->time_s <= 0) continue;
+    if (many->threads <= 1 || is_floor(many->implementation) || many->time_s <= 0) continue;
     const auto one = std::find_if(all.begin(), all.end(), [&](const Measurement* m) {
       return m->threads == 1 && m->time_s > 0 && same_shape(*m, *many);
     });
@@ -935,7 +926,7 @@ std::vector<ThreadScaling> thread_scaling(const Model& model) {
     ThreadScaling s;
     s.one = *one;
     s.many = many;
-    s.speedup = own_seconds(**one) / own_seconds(*many);
+    s.speedup = (*one)->own_seconds() / many->own_seconds();
     double slower_one = 0, slower_many = 0;
     for (const char* name : {kReadFloor, kFmaFloor}) {
       const Measurement* f1 = floor_for(model, **one, name);
@@ -965,7 +956,7 @@ std::vector<std::vector<std::string>> thread_scaling_table(const Model& model) {
     const Measurement& m = *s.many;
     const std::string shape = m.n > 0 ? fmt::format("n = {}", m.n) : fmt::format("n_q = {}, n_k = {}", m.n_q, m.n_k);
     t.push_back({m.implementation, shape, std::to_string(m.d), m.mask, std::to_string(m.threads),
-                 format_number(own_seconds(*s.one) * 1e3) + " ms", format_number(own_seconds(m) * 1e3) + " ms",
+                 format_number(s.one->own_seconds() * 1e3) + " ms", format_number(m.own_seconds() * 1e3) + " ms",
                  format_number(s.speedup), number(s.read_floor), number(s.fma_floor), number(s.roofline),
                  number(s.over_roofline())});
   }

@@ -94,7 +94,7 @@ std::string verdict_for(const Model& model, const std::string& implementation) {
   }
   if (total == 0 && mutants == 0) {
     // The floors compute no attention: there is nothing to verify.
-    if (implementation == kReadFloor || implementation == kFmaFloor) return "a floor, not attention";
+    if (is_floor(implementation)) return "a floor, not attention";
     return "not verified";
   }
   std::vector<std::string> parts;

@@ -66,6 +66,8 @@ struct Measurement {
   /// Counter compute_seconds: the implementation's own compute time per call
   /// (plugins and exec children that report it); time_s includes the isolation.
   std::optional<double> compute_s;
+  /// The time to compare with others: the own compute time where reported, else the wall time.
+  double own_seconds() const { return compute_s.value_or(time_s); }
   int family_index = -1;
   size_t run = 0;  ///< index into Model::runs
 };
@@ -189,6 +191,10 @@ inline constexpr const char* kReadFloor = "read-floor";
 /// The name it gives the compute floor (fma-floor: the call's useful flops
 /// as register-only FMAs on its threads, no attention).
 inline constexpr const char* kFmaFloor = "fma-floor";
+/// Whether `implementation` is one of the two floors (bench rows that compute no attention).
+inline bool is_floor(const std::string& implementation) {
+  return implementation == kReadFloor || implementation == kFmaFloor;
+}
 /// A measurement's time over the floor `floor_name` (kReadFloor, kFmaFloor)
 /// of the same shape and threads from the same bench run: how far from memory
 /// or from the FMA peak, measured side by side rather than against a probe.
