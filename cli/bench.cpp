@@ -31,6 +31,7 @@ struct BenchArguments {
   std::string cpu;  ///< empty: the CPU that reads fastest
   std::string json;
   bool interleave = false;
+  bool paired_floors = false;
   std::string max_bytes = kDefaultMaxBytes;
 };
 
@@ -112,6 +113,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--json", args->json, "Write Google Benchmark's JSON to this file");
   cmd->add_flag("--interleave", args->interleave,
                 "Run all repetitions in random interleaved order (fairer on a shared machine)");
+  cmd->add_flag("--paired-floors", args->paired_floors,
+                "Time the read and FMA floors call by call beside each implementation, on its shape, threads "
+                "and CPU, and report its time over each floor and over the slower (the roofline) per repetition");
   cmd->add_option("--max-bytes", args->max_bytes, "Refuse sizes whose buffers would need more memory (K, M, G, T)")->capture_default_str();
   cmd->callback([args, n_option] {
     BenchOptions options;
@@ -136,6 +140,7 @@ void add_bench_command(CLI::App& app) {
     }
     options.json_path = args->json;
     options.interleave = args->interleave;
+    options.paired_floors = args->paired_floors;
     const int64_t max_bytes = parse_byte_count(args->max_bytes);  // peers hold an n×n float score matrix
     for (int64_t d : options.d) {
       for (int64_t n : options.n) check_memory_budget({options.batch, options.heads, n, n, d, d}, false, 4.0, max_bytes, "bench --n " + std::to_string(n));

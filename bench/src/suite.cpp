@@ -90,6 +90,10 @@ class CanonicalNames : public Reporter {
       seconds[run.run_name.str()] = compute != run.counters.end()
                                         ? compute->second.value
                                         : run.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(run.time_unit);
+      const auto over_roofline = run.counters.find("over_roofline");
+      if (over_roofline != run.counters.end())
+        paired[run.run_name.str()] = {run.counters.at("over_read_floor").value,
+                                      run.counters.at("over_fma_floor").value, over_roofline->second.value};
     }
     Reporter::ReportRuns(renamed);
     if (progress_total > 0 && !renamed.empty() &&
@@ -101,6 +105,7 @@ class CanonicalNames : public Reporter {
   }
   std::vector<std::string> failures;
   std::map<std::string, double> seconds;  ///< a call's time by benchmark name (floor_summary)
+  std::map<std::string, PairedFloors> paired;  ///< ratios to the paired floors by name (paired_floor_summary)
   size_t progress_total = 0;  ///< benchmarks to run; 0: no progress lines
   std::function<void(size_t, size_t, const std::string&)> on_progress;  ///< BenchOptions::on_progress
   std::set<std::string> finished;
@@ -329,7 +334,15 @@ void register_family(const BenchImplementation& impl, const BenchOptions& option
         // The compute time the implementation reports for each call, if it reports one for every call.
         double compute_total = 0.0;
         int64_t compute_calls = 0;
+        // With paired floors: the implementation's wall time and each floor's, summed over the calls.
+        const bool paired = options.paired_floors && impl.name != "read-floor" && impl.name != "fma-floor";
+        double wall_total = 0.0, read_total = 0.0, fma_total = 0.0;
+        using Clock = std::chrono::steady_clock;
+        const auto since = [](Clock::time_point start) {
+          return std::chrono::duration<double>(Clock::now() - start).count();
+        };
         for (auto _ : state) {
+          const auto start = Clock::now();
           const auto compute = impl.run(problem, q, k, v, out, static_cast<int>(threads));
           if (compute) {
             compute_total += *compute;
@@ -337,7 +350,20 @@ void register_family(const BenchImplementation& impl, const BenchOptions& option
           }
           benchmark::DoNotOptimize(out);
           benchmark::ClobberMemory();
+          if (!paired) continue;
+          const double wall = since(start);
+          wall_total += wall;
+          state.SetIterationTime(wall);
+          const auto read_start = Clock::now();
+          read_floor(problem, q, k, v, out, static_cast<int>(threads));
+          read_total += since(read_start);
+          const auto fma_start = Clock::now();
+          fma_floor(problem, q, k, v, out, static_cast<int>(threads));
+          fma_total += since(fma_start);
+          benchmark::ClobberMemory();
         }
+        const bool all_computed =
+            compute_calls > 0 && compute_calls == static_cast<int64_t>(state.iterations()) && compute_total > 0;
         state.SetComplexityN(n);
         const double flops = useful_flops(problem);
         const int64_t used = threads_used(impl.name, problem, threads);
@@ -363,15 +389,29 @@ void register_family(const BenchImplementation& impl, const BenchOptions& option
         }
         // The implementation's own compute time per call, and the rates it
         // gives, beside the wall-time ones (which include the isolation).
-        if (compute_calls > 0 && compute_calls == static_cast<int64_t>(state.iterations()) && compute_total > 0) {
+        if (all_computed) {
           const double compute = compute_total / static_cast<double>(compute_calls);
           state.counters["compute_seconds"] = compute;
           state.counters["compute_gflops"] = flops * 1e-9 / compute;
           state.counters["compute_gbytes_per_s"] = bytes * 1e-9 / compute;
         }
+        // The floors timed beside it, and its own time (the compute time it
+        // reported, else its wall time) over theirs.
+        if (paired && read_total > 0 && fma_total > 0) {
+          const double own = all_computed ? compute_total : wall_total;
+          const auto calls = static_cast<double>(state.iterations());
+          state.counters["read_floor_seconds"] = read_total / calls;
+          state.counters["fma_floor_seconds"] = fma_total / calls;
+          state.counters["over_read_floor"] = own / read_total;
+          state.counters["over_fma_floor"] = own / fma_total;
+          state.counters["over_roofline"] = own / std::max(read_total, fma_total);
+        }
       });
-  bench->ArgName(n_q == 0 ? "n" : "n_k")->UseRealTime()->Unit(benchmark::kMillisecond)
+  bench->ArgName(n_q == 0 ? "n" : "n_k")->Unit(benchmark::kMillisecond)
       ->Complexity(n_q == 0 ? benchmark::oNSquared : benchmark::oN);
+  // Paired floors run between the implementation's calls: its time is the one taken around each call.
+  if (options.paired_floors && !(impl.name == "read-floor" || impl.name == "fma-floor")) bench->UseManualTime();
+  else bench->UseRealTime();
   for (int64_t n : sizes) bench->Arg(n);
 }
 
@@ -509,6 +549,14 @@ std::vector<std::string> floor_summary(const std::map<std::string, double>& seco
       line += fmt::format(" × slower floor {:.2f}", time / std::max(r->second, f->second));
     lines.push_back(line);
   }
+  return lines;
+}
+
+std::vector<std::string> paired_floor_summary(const std::map<std::string, PairedFloors>& ratios) {
+  std::vector<std::string> lines;
+  for (const auto& [name, r] : ratios)
+    lines.push_back(fmt::format("{}: × read floor {:.2f} × FMA floor {:.2f} × slower floor {:.2f}", name,
+                                r.over_read, r.over_fma, r.over_roofline));
   return lines;
 }
 
@@ -734,6 +782,12 @@ size_t run_benchmarks(const BenchOptions& options) {
     fmt::print("against the floors timed in this run (time per call over the floor's; the slower floor is the "
                "shape's roofline):\n");
     for (const std::string& line : summary) fmt::print("  {}\n", line);
+  }
+  const std::vector<std::string> paired = paired_floor_summary(console.paired);
+  if (!paired.empty()) {
+    fmt::print("against the floors timed call by call beside each implementation (--paired-floors; its time over "
+               "the floor's, the median over repetitions):\n");
+    for (const std::string& line : paired) fmt::print("  {}\n", line);
   }
   const std::vector<std::string> scaling = thread_scaling_summary(console.seconds);
   if (!scaling.empty()) {

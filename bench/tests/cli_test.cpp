@@ -317,6 +317,48 @@ TEST_CASE("attncheck bench ends with each shape's time over the floors timed bes
   CHECK_THAT(without.out, !Catch::Contains("against the floors"));
 }
 
+TEST_CASE("attncheck bench --paired-floors times both floors call by call beside each implementation", "[cli]") {
+  const nlohmann::json doc = bench_json("--impl fused --impl fma-floor --n 128 --n-q 2 --n-k 2048 --d 32 "
+                                        "--threads 1,2 --repetitions 1 --min-time 0.02 --paired-floors",
+                                        "paired.json");
+  std::map<std::string, nlohmann::json> runs;
+  for (const auto& b : doc.at("benchmarks"))
+    if (b.value("run_type", "") == "iteration") runs[b.at("name").get<std::string>()] = b;
+  size_t checked = 0;
+  for (const std::string shape : {"n:128", "n_q:2/n_k:2048"}) {
+    for (const std::string threads : {"1", "2"}) {
+      const auto fused = runs.find("fused/" + shape + "/d:32/mask:none/threads:" + threads);
+      REQUIRE(fused != runs.end());
+      const nlohmann::json& b = fused->second;
+      INFO(b.dump());
+      REQUIRE(b.at("time_unit") == "ms");
+      const double own = b.at("real_time").get<double>() * 1e-3;
+      const double read = b.at("read_floor_seconds").get<double>(), fma = b.at("fma_floor_seconds").get<double>();
+      CHECK(read > 0);
+      CHECK(fma > 0);
+      // The benchmark's time is fused's calls alone: the floors between them are not in it.
+      CHECK(b.at("over_read_floor").get<double>() == Approx(own / read).epsilon(1e-6));
+      CHECK(b.at("over_fma_floor").get<double>() == Approx(own / fma).epsilon(1e-6));
+      CHECK(b.at("over_roofline").get<double>() == Approx(own / std::max(read, fma)).epsilon(1e-6));
+      ++checked;
+    }
+  }
+  CHECK(checked == 4);
+  // A floor given as an implementation is timed alone, with no paired counters.
+  const auto floor = runs.find("fma-floor/n:128/d:32/mask:none/threads:1");
+  REQUIRE(floor != runs.end());
+  CHECK_FALSE(floor->second.contains("over_roofline"));
+
+  const Outcome with = run_cli("--impl fused --n 64 --d 16 --repetitions 2 --min-time 0.01 --paired-floors");
+  INFO(with.err);
+  REQUIRE(with.status == 0);
+  CHECK_THAT(with.out, Catch::Contains("against the floors timed call by call beside each implementation"));
+  CHECK_THAT(with.out, Catch::Contains("  fused/n:64/d:16/mask:none/threads:1: × read floor "));
+  const Outcome without = run_cli("--impl fused --n 64 --d 16 --repetitions 1 --min-time 0.01");
+  REQUIRE(without.status == 0);
+  CHECK_THAT(without.out, !Catch::Contains("call by call"));
+}
+
 TEST_CASE("attncheck bench ends with each shape's thread scaling beside the floors' own", "[cli]") {
   const Outcome with = run_cli("--impl fused --impl fma-floor --n 64 --d 16 --threads 1,2 --repetitions 1 "
                                "--min-time 0.01");

@@ -864,19 +864,40 @@ const Measurement* floor_for(const Model& model, const Measurement& m, const std
   return nullptr;
 }
 
+// The time per call of the floor `floor_name` for m's shape and threads: the
+// one timed call by call beside m where the run paired them, else its row's.
+std::optional<double> floor_seconds(const Model& model, const Measurement& m, const std::string& floor_name) {
+  if (is_floor(m.implementation)) return std::nullopt;
+  const std::optional<double>& paired = floor_name == kReadFloor ? m.paired_read_floor_s : m.paired_fma_floor_s;
+  if (paired && *paired > 0) return paired;
+  const Measurement* floor = floor_for(model, m, floor_name);
+  if (!floor) return std::nullopt;
+  return floor->time_s;
+}
+
 }  // namespace
 
 std::optional<double> over_floor(const Model& model, const Measurement& m, const std::string& floor_name) {
+  if (is_floor(m.implementation)) return std::nullopt;
+  const std::optional<double>& paired = floor_name == kReadFloor ? m.paired_over_read : m.paired_over_fma;
+  if (paired) return paired;
   const Measurement* floor = floor_for(model, m, floor_name);
   if (!floor) return std::nullopt;
   return m.own_seconds() / floor->time_s;
 }
 
 std::optional<double> over_slower_floor(const Model& model, const Measurement& m) {
+  if (is_floor(m.implementation)) return std::nullopt;
+  if (m.paired_over_roofline) return m.paired_over_roofline;
   const Measurement* read = floor_for(model, m, kReadFloor);
   const Measurement* fma = floor_for(model, m, kFmaFloor);
   if (!read || !fma) return std::nullopt;
   return m.own_seconds() / std::max(read->time_s, fma->time_s);
+}
+
+std::string floor_ratio_cell(const std::optional<double>& ratio, const Measurement& m) {
+  if (!ratio) return "—";
+  return format_number(*ratio) + (m.paired_over_roofline ? " (paired)" : "");
 }
 
 std::vector<std::vector<std::string>> decode_table(const Model& model) {
@@ -900,8 +921,9 @@ std::vector<std::vector<std::string>> decode_table(const Model& model) {
                  std::to_string(m->threads), format_number(m->time_s * 1e3) + " ms", number(m->gbytes_per_s),
                  number(m->gflops), number(r.intensity), roof,
                  r.fraction ? format_number(*r.fraction * 100, 2) + " %" : "—",
-                 number(over_floor(model, *m, kReadFloor)), number(over_floor(model, *m, kFmaFloor)),
-                 number(over_slower_floor(model, *m)),
+                 floor_ratio_cell(over_floor(model, *m, kReadFloor), *m),
+                 floor_ratio_cell(over_floor(model, *m, kFmaFloor), *m),
+                 floor_ratio_cell(over_slower_floor(model, *m), *m),
                  m->compute_s ? format_number(*m->compute_s * 1e3) + " ms" : "—", format_statistic(*m)});
   }
   return t;
@@ -929,12 +951,12 @@ std::vector<ThreadScaling> thread_scaling(const Model& model) {
     s.speedup = (*one)->own_seconds() / many->own_seconds();
     double slower_one = 0, slower_many = 0;
     for (const char* name : {kReadFloor, kFmaFloor}) {
-      const Measurement* f1 = floor_for(model, **one, name);
-      const Measurement* fn = floor_for(model, *many, name);
+      const std::optional<double> f1 = floor_seconds(model, **one, name);
+      const std::optional<double> fn = floor_seconds(model, *many, name);
       if (!f1 || !fn) continue;
-      (name == kReadFloor ? s.read_floor : s.fma_floor) = f1->time_s / fn->time_s;
-      slower_one = std::max(slower_one, f1->time_s);
-      slower_many = std::max(slower_many, fn->time_s);
+      (name == kReadFloor ? s.read_floor : s.fma_floor) = *f1 / *fn;
+      slower_one = std::max(slower_one, *f1);
+      slower_many = std::max(slower_many, *fn);
     }
     if (slower_many > 0) s.roofline = slower_one / slower_many;
     result.push_back(s);

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <set>
@@ -268,6 +270,23 @@ void load_bench_file(const std::string& file, Model& model) {
     m.peak_fraction = number_or_string(*source, "peak_fraction");
     if (const auto bytes = number_or_string(*source, "bytes")) m.gbytes_per_s = *bytes / 1e9;
     m.compute_s = number_or_string(*source, "compute_seconds");
+    // The floors timed call by call beside it (bench --paired-floors): all five or none.
+    const std::pair<const char*, std::optional<double>*> paired[] = {
+        {"read_floor_seconds", &m.paired_read_floor_s}, {"fma_floor_seconds", &m.paired_fma_floor_s},
+        {"over_read_floor", &m.paired_over_read},       {"over_fma_floor", &m.paired_over_fma},
+        {"over_roofline", &m.paired_over_roofline}};
+    size_t paired_found = 0;
+    for (const auto& [key, field] : paired) {
+      if (!source->contains(key)) continue;
+      *field = number_or_string(*source, key);
+      if (!*field || !std::isfinite(**field) || !(**field > 0))
+        fail(file, fmt::format("benchmark '{}': counter '{}' must be a positive number", run_name, key));
+      ++paired_found;
+    }
+    if (paired_found != 0 && paired_found != std::size(paired))
+      fail(file, fmt::format("benchmark '{}': the paired-floor counters come together (read_floor_seconds, "
+                             "fma_floor_seconds, over_read_floor, over_fma_floor, over_roofline); {} of 5 found",
+                             run_name, paired_found));
     if (const auto peak = peak_for(run, m.threads); !m.peak_fraction && m.gflops && peak && *peak > 0)
       m.peak_fraction = *m.gflops / *peak;
     run.repetitions = std::max(run.repetitions, m.repetitions);

@@ -68,6 +68,11 @@ struct Measurement {
   std::optional<double> compute_s;
   /// The time to compare with others: the own compute time where reported, else the wall time.
   double own_seconds() const { return compute_s.value_or(time_s); }
+  /// Counters of a run with the floors timed call by call beside it (bench
+  /// --paired-floors): each floor's time per call, and this implementation's
+  /// own time over each floor and over the slower (medians over repetitions).
+  std::optional<double> paired_read_floor_s, paired_fma_floor_s;
+  std::optional<double> paired_over_read, paired_over_fma, paired_over_roofline;
   int family_index = -1;
   size_t run = 0;  ///< index into Model::runs
 };
@@ -195,16 +200,22 @@ inline constexpr const char* kFmaFloor = "fma-floor";
 inline bool is_floor(const std::string& implementation) {
   return implementation == kReadFloor || implementation == kFmaFloor;
 }
-/// A measurement's time over the floor `floor_name` (kReadFloor, kFmaFloor)
-/// of the same shape and threads from the same bench run: how far from memory
+/// A measurement's time over the floor `floor_name` (kReadFloor, kFmaFloor):
+/// the ratio timed call by call beside it where the run paired the floors
+/// (Measurement::paired_over_read ...), else over the floor's row of the same
+/// shape and threads from the same bench run. Either way how far from memory
 /// or from the FMA peak, measured side by side rather than against a probe.
 /// Uses the implementation's own compute time when it reported one (its wall
 /// time includes the isolation). None for a floor itself or when the run has
 /// no such floor for that shape.
 std::optional<double> over_floor(const Model& model, const Measurement& m, const std::string& floor_name);
-/// The time over the slower of the two floors (both needed): the roofline of
-/// the shape, its memory and FMA limits, timed beside it.
+/// The time over the slower of the two floors (both needed; paired where the
+/// run paired them): the roofline of the shape, its memory and FMA limits,
+/// timed beside it.
 std::optional<double> over_slower_floor(const Model& model, const Measurement& m);
+/// A ratio to a floor as a table cell: "—" when none, "(paired)" after it
+/// when the floors were timed call by call beside m.
+std::string floor_ratio_cell(const std::optional<double>& ratio, const Measurement& m);
 /// The cross shapes as table rows (first row the header), with their roofline.
 std::vector<std::vector<std::string>> decode_table(const Model& model);
 /// One implementation's speed-up from 1 thread to `many->threads` on one

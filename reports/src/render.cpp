@@ -180,7 +180,7 @@ Table measurements_table(const Model& model, const Config& config) {
       t.push_back({s.implementation, std::to_string(m.n), format_number(m.time_s * 1e3) + " ms",
                    m.gflops ? format_number(*m.gflops) : "—",
                    m.peak_fraction ? format_number(*m.peak_fraction * 100, 2) + " %" : "—",
-                   over_fma ? format_number(*over_fma) : "—", format_statistic(m)});
+                   floor_ratio_cell(over_fma, m), format_statistic(m)});
     }
   }
   return t;
@@ -449,7 +449,10 @@ constexpr const char* decode_legend =
     "from the same run (the bytes moved, read once with those threads): how far from memory, measured side by "
     "side rather than against the probe; × FMA floor the same over the fma-floor row (the useful flops as "
     "register-only FMAs on those threads); × slower floor over the slower of the two, the shape's roofline "
-    "timed beside it; a peer's own compute time when it reported one. Own compute time is "
+    "timed beside it; a peer's own compute time when it reported one. A ratio marked (paired) comes from a run "
+    "with --paired-floors: both floors timed call by call beside the implementation, on its threads and CPU, "
+    "the median over repetitions of each repetition's ratio, so that load changing between repetitions "
+    "weighs on both sides alike. Own compute time is "
     "what a plugin or exec child reported (compute_seconds); charts and rates use the wall time.";
 
 constexpr const char* scaling_legend =
@@ -464,7 +467,8 @@ constexpr const char* scaling_legend =
 constexpr const char* floor_legend =
     "× FMA floor is the time over the fma-floor row of the same n and threads from the same run (the useful "
     "flops as register-only FMAs on those threads): how far from the FMA peak, measured side by side rather "
-    "than against the probe.";
+    "than against the probe; marked (paired), from a run with --paired-floors: the fma-floor timed call by "
+    "call beside the implementation, the median over repetitions of each repetition's ratio.";
 
 std::set<Config> configs(const Model& model) {
   std::set<Config> out;
@@ -633,6 +637,7 @@ std::string render_json(const Model& model) {
       json record = measurement_json(m, {{"n", m.n}, {"d", m.d}, {"mask", m.mask}, {"threads", m.threads}});
       record["peak_fraction"] = optional_number(m.peak_fraction);
       record["over_fma_floor"] = optional_number(over_floor(model, m, kFmaFloor));
+      record["floors_paired"] = m.paired_over_roofline.has_value();
       record["verdict"] = verdict;
       records.push_back(record);
     }
@@ -662,6 +667,7 @@ std::string render_json(const Model& model) {
     record["over_read_floor"] = optional_number(over_floor(model, m, kReadFloor));
     record["over_fma_floor"] = optional_number(over_floor(model, m, kFmaFloor));
     record["over_slower_floor"] = optional_number(over_slower_floor(model, m));
+    record["floors_paired"] = m.paired_over_roofline.has_value();
     record["roofline"] = {{"flop_per_byte", optional_number(r.intensity)},
                           {"peak_gflops", optional_number(r.peak_gflops)},
                           {"bandwidth_gbps", optional_number(r.bandwidth_gbps)},

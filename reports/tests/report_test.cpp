@@ -316,6 +316,75 @@ TEST_CASE("thread scaling sets each shape's speed-up beside its floors' own, wit
   CHECK_THAT(read_text(result.markdown_path), !Contains("## Thread scaling"));
 }
 
+TEST_CASE("floors timed call by call beside an implementation judge it in place of the floors' rows") {
+  ScratchDir dir;
+  auto doc = nlohmann::json::parse(read_text(fixture("bench_decode.json")));
+  // bench --paired-floors on fused n_q = 1 (1 and 2 threads): its ratios, different from the floor rows' (1.2 and 4.2).
+  const auto pair = [&](const std::string& name, double read_s, double fma_s, double over_read, double over_fma) {
+    for (auto& b : doc["benchmarks"]) {
+      if (b["name"] != name) continue;
+      b["read_floor_seconds"] = read_s;
+      b["fma_floor_seconds"] = fma_s;
+      b["over_read_floor"] = over_read;
+      b["over_fma_floor"] = over_fma;
+      b["over_roofline"] = std::min(over_read, over_fma);
+    }
+  };
+  pair("fused/n_q:1/n_k:16384/d:128/mask:none/threads:1", 2.0e-3, 0.4e-3, 1.05, 5.0);
+  pair("fused/n_q:1/n_k:16384/d:128/mask:none/threads:2", 1.0e-3, 0.2e-3, 1.5, 7.0);
+  const auto write = [&](const std::string& name, const nlohmann::json& content) {
+    std::ofstream out(dir.sub(name));
+    out << content.dump(2);
+  };
+  write("paired.json", doc);
+  ReportInputs inputs;
+  inputs.bench_files = {dir.sub("paired.json")};
+  const ReportResult result = write_report(inputs, dir.sub("out"));
+  const auto report = nlohmann::json::parse(read_text(result.json_path));
+  std::map<std::string, nlohmann::json> by_name;
+  for (const auto& r : report["cross_records"]) by_name[r["benchmark"].get<std::string>()] = r;
+  const auto& one = by_name.at("fused/n_q:1/n_k:16384/d:128/mask:none/threads:1");
+  CHECK(one["floors_paired"] == true);
+  CHECK(one["over_read_floor"].get<double>() == Approx(1.05));
+  CHECK(one["over_fma_floor"].get<double>() == Approx(5.0));
+  CHECK(one["over_slower_floor"].get<double>() == Approx(1.05));
+  // Unpaired: the floor rows of its run, as before.
+  const auto& cross = by_name.at("fused/n_q:64/n_k:4096/d:128/mask:none/threads:1");
+  CHECK(cross["floors_paired"] == false);
+  CHECK(cross["over_slower_floor"].get<double>() == Approx(4.0 / 3.2));
+  // Thread scaling takes the paired floors' own times at both counts: read 2.0 / 1.0, FMA 0.4 / 0.2.
+  bool scaled = false;
+  for (const auto& t : report["thread_scaling"]) {
+    if (t["problem"]["n_q"] != 1) continue;
+    scaled = true;
+    CHECK(t["read_floor_speedup"].get<double>() == Approx(2.0));
+    CHECK(t["roofline_speedup"].get<double>() == Approx(2.0));
+  }
+  CHECK(scaled);
+  const std::string md = read_text(result.markdown_path);
+  CHECK_THAT(md, Contains("| 1.05 (paired) | 5.00 (paired) | 1.05 (paired) |"));
+  CHECK_THAT(md, Contains("A ratio marked (paired) comes from a run with --paired-floors"));
+
+  // The counters come together, each a positive number: otherwise an error naming the benchmark and counter.
+  auto partial = doc;
+  for (auto& b : partial["benchmarks"])
+    if (b["name"] == "fused/n_q:1/n_k:16384/d:128/mask:none/threads:1") b.erase("over_roofline");
+  write("partial.json", partial);
+  inputs.bench_files = {dir.sub("partial.json")};
+  CHECK_THROWS_WITH(write_report(inputs, dir.sub("partial")),
+                    Contains("benchmark 'fused/n_q:1/n_k:16384/d:128/mask:none/threads:1': the paired-floor counters "
+                             "come together") && Contains("4 of 5 found"));
+  auto negative = doc;
+  for (auto& b : negative["benchmarks"])
+    if (b["name"] == "fused/n_q:1/n_k:16384/d:128/mask:none/threads:2") b["over_fma_floor"] = -1.0;
+  write("negative.json", negative);
+  inputs.bench_files = {dir.sub("negative.json")};
+  CHECK_THROWS_WITH(write_report(inputs, dir.sub("negative")),
+                    Contains("counter 'over_fma_floor' must be a positive number"));
+  CHECK_FALSE(std::filesystem::exists(dir.sub("partial")));
+  CHECK_FALSE(std::filesystem::exists(dir.sub("negative")));
+}
+
 TEST_CASE("square shapes are judged against an FMA floor timed in the same run, of the same n, mask and threads") {
   ScratchDir dir;
   auto doc = nlohmann::json::parse(read_text(fixture("bench_single.json")));

@@ -68,6 +68,17 @@ void fma_floor(const Problem& problem, const float* q, const float* k, const flo
 /// its time over each floor's and over the slower of the two (the shape's
 /// roofline timed beside it), in name order; none without floors.
 std::vector<std::string> floor_summary(const std::map<std::string, double>& seconds);
+/// An implementation's time per call over the floors timed call by call
+/// beside it (BenchOptions::paired_floors): the median over repetitions of
+/// each repetition's ratio of summed times (the one run's without repetitions).
+struct PairedFloors {
+  double over_read = 0, over_fma = 0;
+  double over_roofline = 0;  ///< over the slower floor of each repetition
+};
+/// The lines `attncheck bench --paired-floors` prints after the runs: for each
+/// benchmark (name → its ratios), its time over each floor and over the
+/// slower, in name order.
+std::vector<std::string> paired_floor_summary(const std::map<std::string, PairedFloors>& ratios);
 /// The thread-scaling lines `attncheck bench` prints after them: for every
 /// benchmark on more than 1 thread whose shape also ran on 1 thread, its
 /// speed-up (time on 1 thread over time on its threads), each floor's own
@@ -107,6 +118,15 @@ struct BenchOptions {
   /// Runs the repetitions of all benchmarks in random interleaved order, so
   /// that changing load on a shared machine spreads over every benchmark.
   bool interleave = false;
+  /// Times the read and FMA floors call by call beside every implementation
+  /// that is not a floor: each iteration runs the implementation, then
+  /// read_floor and fma_floor on the same problem, tensors, threads and CPU.
+  /// The benchmark's time is the implementation's calls alone; counters give
+  /// each floor's time per call and the implementation's time over each floor
+  /// and over the slower (over_roofline). Load that changes from one second to
+  /// the next on a shared machine then weighs on the three alike, which the
+  /// floors timed as benchmarks of their own (repetitions seconds apart) do not.
+  bool paired_floors = false;
   /// Prints "[k/N benchmarks, t s elapsed]" to stderr as each benchmark finishes.
   bool progress = false;
   /// When set, called as each benchmark finishes instead of printing that line
