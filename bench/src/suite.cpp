@@ -265,6 +265,8 @@ void add_context(const BenchOptions& options, const Limits& limits) {
     for (const auto& [cpu, gbps] : limits.bandwidth_by_cpu) parts.push_back(fmt::format("{}:{:.2f}", cpu, gbps));
     benchmark::AddCustomContext("read_bandwidth_gbps_1_thread_by_cpu", fmt::format("{}", fmt::join(parts, ",")));
   }
+  // The decode path fetches ahead into L2 with an L1 below 48 KiB (impl/src/kernel_args.h).
+  benchmark::AddCustomContext("l1_data_cache_bytes", std::to_string(std::max(0L, ::sysconf(_SC_LEVEL1_DCACHE_SIZE))));
   benchmark::AddCustomContext("batch", std::to_string(options.batch));
   benchmark::AddCustomContext("heads", std::to_string(options.heads));
   benchmark::AddCustomContext("tensor_offset_bytes", std::to_string(options.tensor_offset));

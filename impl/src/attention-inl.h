@@ -128,8 +128,17 @@ static_assert(kDotBlock == 16, "DotBlock's HWY_UNROLL takes the block length as 
 // took longer into L1 by more than the noise, the tiled path neither. Earlier
 // code had measured the opposite on the Intel AVX-512 VM (into L2 0.88-0.94x
 // the time at n_q = 16-32) and on Zen 5 (0.93x at n_q = 16):
-// docs/performance-decode.md, "Prefetch into L1 again".
+// docs/performance-decode.md, "Prefetch into L1 again". With a 32 KiB L1
+// (the AMD EPYC Zen 4 VM) the decode path's 2-32 rows fetch into L2 instead
+// (KernelArgs::decode_prefetch_into_l2): "A 32 KiB L1: fetch ahead into L2".
 HWY_INLINE void PrefetchToL1(const void* p) { __builtin_prefetch(p, /*rw=*/0, /*locality=*/3); }
+HWY_INLINE void PrefetchToL2(const void* p) { __builtin_prefetch(p, /*rw=*/0, /*locality=*/2); }
+// Into L1, or into L2 where the lines fetched ahead would crowd L1 out
+// (KernelArgs::decode_prefetch_into_l2).
+HWY_INLINE void PrefetchLine(const void* p, bool into_l2) {
+  if (into_l2) PrefetchToL2(p);
+  else PrefetchToL1(p);
+}
 
 // Cache lines to fetch ahead (the next panel's keys and values when
 // streaming; the next block's when decoding), spread over the steps of the
@@ -138,6 +147,8 @@ HWY_INLINE void PrefetchToL1(const void* p) { __builtin_prefetch(p, /*rw=*/0, /*
 // stall it.
 class Prefetcher {
  public:
+  Prefetcher() = default;
+  explicit Prefetcher(bool into_l2) : into_l2_(into_l2) {}
   // Up to two ranges (the next panel's keys and values); more are ignored.
   void Add(const float* x, size_t count) {
     if (ranges_ == 2) return;
@@ -158,13 +169,13 @@ class Prefetcher {
   HWY_INLINE void Step() {
     for (size_t i = 0; i < per_step_; ++i) {
       if (next_ >= stop_ && !NextRange()) return;
-      PrefetchToL1(next_);
+      PrefetchLine(next_, into_l2_);
       next_ += 64;
     }
   }
   void Finish() {
     do {
-      for (; next_ < stop_; next_ += 64) PrefetchToL1(next_);
+      for (; next_ < stop_; next_ += 64) PrefetchLine(next_, into_l2_);
     } while (NextRange());
   }
 
@@ -186,6 +197,7 @@ class Prefetcher {
   const char* next_ = nullptr;  // the next line of range current_, which ends at stop_
   const char* stop_ = nullptr;
   size_t ranges_ = 0, current_ = 0, per_step_ = 1;
+  bool into_l2_ = false;
 };
 
 // The packed-group path reads panels packed before the phase: nothing to fetch.

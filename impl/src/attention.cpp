@@ -13,6 +13,8 @@
 #include <span>
 #include <thread>
 
+#include <unistd.h>
+
 #include "hwy/highway.h"
 #include "hwy/targets.h"
 #include "kernel_args.h"
@@ -71,6 +73,13 @@ float float_multiplier(const Problem& problem) {
 const std::vector<int64_t>& available_target_bits() {
   static const std::vector<int64_t> bits = hwy::SupportedAndGeneratedTargets();
   return bits;
+}
+
+// The L1 data cache of the CPU this process runs on, bytes (0 when the system
+// does not say).
+long l1_data_cache_bytes() {
+  static const long bytes = std::max(0L, ::sysconf(_SC_LEVEL1_DCACHE_SIZE));
+  return bytes;
 }
 
 std::atomic<DecodeScoring>& forced_decode_scoring() {
@@ -180,6 +189,8 @@ void attention(const Problem& problem, const float* q, const float* k, const flo
   args.decode = decode;
   args.splits_per_slice = splits_per_slice;
   args.decode_scoring = forced_decode_scoring().load(std::memory_order_relaxed);
+  args.decode_prefetch_into_l2 = decode && problem.shape.n_q <= kDecodeMaxQueryRows && l1_data_cache_bytes() > 0 &&
+                                 l1_data_cache_bytes() < detail::kDecodePrefetchMinL1Bytes;
   args.total_items = total_items;
 
   if (!detail::run_attention(args, threads)) {

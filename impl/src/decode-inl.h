@@ -347,6 +347,7 @@ class DecodeWorker {
     rowsp_ = hwy::DivCeil(rows_, N) * N;
     const size_t row_state = std::max(rows4_, rowsp_);
     v_in_order_ = rows_ == 1 && lay.dv / N > 8;
+    into_l2_ = args.decode_prefetch_into_l2;
     q_ = Allocate<float>(rows4_ * dkp_);
 #if HWY_TARGET != HWY_SCALAR
     switch (args.decode_scoring) {
@@ -674,7 +675,7 @@ class DecodeWorker {
   // values of the split this worker likely takes next (ExpectNext).
   Prefetcher AfterThisBlock(const float* v, size_t j0, size_t k1) const {
     const size_t dv = lay_.dv;
-    Prefetcher ahead;
+    Prefetcher ahead(into_l2_);
     if (j0 + kPanelKeys < k1) {
       ahead.Add(v + (j0 + kPanelKeys) * dv, (std::min(j0 + 2 * kPanelKeys, k1) - j0 - kPanelKeys) * dv);
     } else if (next_keys_ > 0) {
@@ -699,10 +700,10 @@ class DecodeWorker {
     const size_t dk = lay_.dk, dv = lay_.dv;
     const char* vrow = reinterpret_cast<const char*>(v + key * dv);
     if (!four_keys_ || key < split_first_key_ + kPanelKeys)  // else fetched during the block before's P · V
-      for (size_t c = 0; c < dv * sizeof(float); c += 64) PrefetchToL1(vrow + c);
+      for (size_t c = 0; c < dv * sizeof(float); c += 64) PrefetchLine(vrow + c, into_l2_);
     if (key + kPanelKeys < k1) {
       const char* krow = reinterpret_cast<const char*>(k + (key + kPanelKeys) * dk);
-      for (size_t c = 0; c < dk * sizeof(float); c += 64) PrefetchToL1(krow + c);
+      for (size_t c = 0; c < dk * sizeof(float); c += 64) PrefetchLine(krow + c, into_l2_);
     }
   }
 
@@ -991,7 +992,7 @@ class DecodeWorker {
   template <size_t kKeys, size_t kDk, bool kLowOnly>
   HWY_INLINE void ScorePairKeys(const float* k, const float* v, size_t j0, size_t j, size_t k1) {
     const size_t key = j0 + j;
-    Prefetcher ahead;
+    Prefetcher ahead(into_l2_);
     if (j0 == split_first_key_) ahead.Add(v + key * lay_.dv, kKeys * lay_.dv);
     if (key + kPanelKeys < k1)
       ahead.Add(k + (key + kPanelKeys) * kDk, (std::min(key + kKeys + kPanelKeys, k1) - key - kPanelKeys) * kDk);
@@ -1059,7 +1060,7 @@ class DecodeWorker {
     const size_t N = hn::Lanes(d_);
     const size_t dk = kDk != 0 ? kDk : lay_.dk;
     const size_t key = j0 + j;
-    Prefetcher ahead;
+    Prefetcher ahead(into_l2_);
     if (v0 == 0) {
       if (j0 == split_first_key_) ahead.Add(v + key * lay_.dv, kKeys * lay_.dv);
       if (key + kPanelKeys < k1)
@@ -1166,6 +1167,7 @@ class DecodeWorker {
   // AVX2 6-12) it took 1.02-1.09x, so it keeps fetching a key's values with
   // it (docs/performance-decode.md).
   bool four_keys_ = false;
+  bool into_l2_ = false;  // KernelArgs::decode_prefetch_into_l2
   // columns_ with one vector of 16 rows and d_k = 64 or 128 on AVX-512: ScorePairs.
   bool pairs_ = false;
   bool half_tail_ = false;  // columns_: the last vector of rows is scored with half-width vectors

@@ -75,6 +75,14 @@ inline constexpr int64_t kDecodeMaxRows = kDecodeWideMaxQueryRows;
 /// over several threads.
 inline constexpr int64_t kSplitKeys = 1024;
 
+/// The smallest L1 data cache into which the decode path fetches ahead for up
+/// to kDecodeMaxQueryRows rows; with a smaller one it fetches into L2
+/// (KernelArgs::decode_prefetch_into_l2). On the Zen 4 VM (32 KiB) L2 took
+/// 0.65-0.80x the time of L1 at 4-16 rows, 0.94x at 32, 1.02-1.04x at 48-64
+/// (d = 128, 16384 keys); on the Zen 5 VM (48 KiB) L2 took 1.02-1.28x at 4-16
+/// (docs/performance-decode.md, "A 32 KiB L1: fetch ahead into L2").
+inline constexpr long kDecodePrefetchMinL1Bytes = 48 * 1024;
+
 struct KernelArgs {
   const Problem* problem = nullptr;
   const float* q = nullptr;
@@ -87,6 +95,10 @@ struct KernelArgs {
   bool decode = false;             ///< takes_decode_path: the decode path
   int64_t splits_per_slice = 0;    ///< decode: ceil(n_k / kSplitKeys)
   DecodeScoring decode_scoring = DecodeScoring::automatic;  ///< decode: force_decode_scoring()
+  /// decode: fetch ahead into L2 rather than L1 (up to kDecodeMaxQueryRows
+  /// rows with an L1 data cache below kDecodePrefetchMinL1Bytes, which the
+  /// next block's keys, 16-32 KiB at d = 64-128, would fill).
+  bool decode_prefetch_into_l2 = false;
   /// batch · heads · chunks_per_slice, or batch · heads · splits_per_slice (decode)
   int64_t total_items = 0;
 };
