@@ -93,7 +93,9 @@ class CanonicalNames : public Reporter {
       const auto over_roofline = run.counters.find("over_roofline");
       if (over_roofline != run.counters.end())
         paired[run.run_name.str()] = {run.counters.at("over_read_floor").value,
-                                      run.counters.at("over_fma_floor").value, over_roofline->second.value};
+                                      run.counters.at("over_fma_floor").value, over_roofline->second.value,
+                                      run.counters.at("read_floor_seconds").value,
+                                      run.counters.at("fma_floor_seconds").value};
     }
     Reporter::ReportRuns(renamed);
     if (progress_total > 0 && !renamed.empty() &&
@@ -495,7 +497,8 @@ std::pair<std::string, int> split_threads(const std::string& name) {
 
 }  // namespace
 
-std::vector<std::string> thread_scaling_summary(const std::map<std::string, double>& seconds) {
+std::vector<std::string> thread_scaling_summary(const std::map<std::string, double>& seconds,
+                                                const std::map<std::string, PairedFloors>& paired) {
   std::map<std::string, double> one;  // 1-thread time by name without its thread count
   for (const auto& [name, time] : seconds)
     if (const auto [base, threads] = split_threads(name); threads == 1) one[base] = time;
@@ -517,9 +520,17 @@ std::vector<std::string> thread_scaling_summary(const std::map<std::string, doub
     const double speedup = own->first / own->second;
     std::string line = fmt::format("{}: {:.2f}x the 1-thread speed", name, speedup);
     double slower_one = 0, slower_many = 0;
+    // The floors paired with this implementation's own runs at both counts, else the floors' rows.
+    const auto one_paired = paired.find(fmt::format("{}/{}/threads:1", impl, shape));
+    const auto many_paired = paired.find(name);
+    const bool own_floors = one_paired != paired.end() && many_paired != paired.end();
     for (const char* floor : {"read-floor", "fma-floor"}) {
-      const auto f = times(floor, shape, threads);
-      if (!f) continue;
+      const bool read = std::string(floor) == "read-floor";
+      const auto f = own_floors ? std::optional(std::pair{
+                                      read ? one_paired->second.read_seconds : one_paired->second.fma_seconds,
+                                      read ? many_paired->second.read_seconds : many_paired->second.fma_seconds})
+                                : times(floor, shape, threads);
+      if (!f || f->second <= 0) continue;
       line += fmt::format(", {} {:.2f}x", floor, f->first / f->second);
       slower_one = std::max(slower_one, f->first);
       slower_many = std::max(slower_many, f->second);
@@ -791,7 +802,7 @@ size_t run_benchmarks(const BenchOptions& options) {
                "the floor's, the median over repetitions):\n");
     for (const std::string& line : paired) fmt::print("  {}\n", line);
   }
-  const std::vector<std::string> scaling = thread_scaling_summary(console.seconds);
+  const std::vector<std::string> scaling = thread_scaling_summary(console.seconds, console.paired);
   if (!scaling.empty()) {
     fmt::print("thread scaling (time on 1 thread over time on more, beside the floors' own; the roofline's is the "
                "slower floor's):\n");

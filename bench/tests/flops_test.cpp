@@ -228,3 +228,28 @@ TEST_CASE("the summary after a bench gives each shape's thread scaling beside th
   CHECK(lines[2] == "plugin:/lib/n:2/x.so/n:256/d:64/mask:none/threads:2: 1.50x the 1-thread speed");
   CHECK(attncheck::thread_scaling_summary({{"fused/n:256/d:64/mask:none/threads:1", 1.0}}).empty());
 }
+
+TEST_CASE("with paired floors the thread scaling takes the floors timed beside each run, not the floors' rows",
+          "[floor]") {
+  const std::map<std::string, double> seconds = {
+      {"fused/n:1024/d:64/mask:none/threads:1", 2.0e-3},
+      {"fused/n:1024/d:64/mask:none/threads:2", 1.0e-3},
+      {"fma-floor/n:1024/d:64/mask:none/threads:1", 1.6e-3},  // the rows' speed-up, 1.6, is not taken
+      {"fma-floor/n:1024/d:64/mask:none/threads:2", 1.0e-3},
+  };
+  std::map<std::string, attncheck::PairedFloors> paired;
+  paired["fused/n:1024/d:64/mask:none/threads:1"] = {2.0, 1.1, 1.1, 1.0e-3, 1.8e-3};
+  paired["fused/n:1024/d:64/mask:none/threads:2"] = {1.25, 1.1, 1.1, 0.8e-3, 0.9e-3};
+  const std::vector<std::string> lines = attncheck::thread_scaling_summary(seconds, paired);
+  REQUIRE(lines.size() == 1);
+  // read 1.0 / 0.8, FMA 1.8 / 0.9; the roofline the slower floor at each count, FMA's: 2.0.
+  CHECK(lines[0] == "fused/n:1024/d:64/mask:none/threads:2: 2.00x the 1-thread speed, read-floor 1.25x, "
+                    "fma-floor 2.00x; over the roofline's 1.00");
+  // Paired on one count only: the floors' rows.
+  paired.erase("fused/n:1024/d:64/mask:none/threads:1");
+  CHECK(attncheck::thread_scaling_summary(seconds, paired)[0] ==
+        "fused/n:1024/d:64/mask:none/threads:2: 2.00x the 1-thread speed, fma-floor 1.60x; over the roofline's 1.25");
+  CHECK(attncheck::paired_floor_summary({{"fused/n:64/d:16/mask:none/threads:1", {1.5, 3.0, 1.5, 1e-3, 5e-4}}}) ==
+        std::vector<std::string>{"fused/n:64/d:16/mask:none/threads:1: × read floor 1.50 × FMA floor 3.00 × slower "
+                                 "floor 1.50"});
+}

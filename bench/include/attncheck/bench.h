@@ -74,6 +74,7 @@ std::vector<std::string> floor_summary(const std::map<std::string, double>& seco
 struct PairedFloors {
   double over_read = 0, over_fma = 0;
   double over_roofline = 0;  ///< over the slower floor of each repetition
+  double read_seconds = 0, fma_seconds = 0;  ///< each floor's time per call (median over repetitions)
 };
 /// The lines `attncheck bench --paired-floors` prints after the runs: for each
 /// benchmark (name → its ratios), its time over each floor and over the
@@ -83,8 +84,11 @@ std::vector<std::string> paired_floor_summary(const std::map<std::string, Paired
 /// benchmark on more than 1 thread whose shape also ran on 1 thread, its
 /// speed-up (time on 1 thread over time on its threads), each floor's own
 /// speed-up on that shape, and its speed-up over the roofline's (the slower
-/// floor's, when the floors ran on both counts); floors have no lines.
-std::vector<std::string> thread_scaling_summary(const std::map<std::string, double>& seconds);
+/// floor's, when the floors ran on both counts); floors have no lines. The
+/// floors' times are those paired with the benchmark at both counts where
+/// `paired` has them (--paired-floors), else the floors' own rows.
+std::vector<std::string> thread_scaling_summary(const std::map<std::string, double>& seconds,
+                                                const std::map<std::string, PairedFloors>& paired = {});
 
 /// Options of `attncheck bench`.
 struct BenchOptions {
