@@ -2,12 +2,13 @@
 // counts, read once with the call's threads and summed with the bandwidth
 // probe's loop (sum_floats), nothing else.
 #include <algorithm>
+#include <atomic>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "attncheck/peak.h"
 #include "attncheck/peers.h"
+#include "thread_pool.h"
 
 namespace attncheck {
 namespace {
@@ -58,15 +59,22 @@ void read_floor(const Problem& problem, const float* q, const float* k, const fl
   const std::vector<Range> ranges = ranges_read(problem, q, k, v);
   size_t floats = 0;
   for (const Range& r : ranges) floats += r.count;
-  // Each thread a contiguous share, so that it streams in address order.
+  // Each share contiguous, so that it streams in address order; the shares
+  // handed out through a counter on the fused path's thread pool (as
+  // fma_floor's), so that handing out a call costs the floor what it costs
+  // fused. Started anew for every call, the threads had made the 2-thread
+  // floor of a 1-head n = 128 call slower than fused itself.
   const auto workers = static_cast<size_t>(std::max(threads, 1));
   const size_t share = (floats + workers - 1) / workers;
   std::vector<double> sums(workers, 0.0);
-  std::vector<std::thread> helpers;
-  for (size_t t = 1; t < workers; ++t)
-    helpers.emplace_back([&, t] { sums[t] = sum_part(ranges, t * share, std::min(share, floats - std::min(floats, t * share))); });
-  sums[0] = sum_part(ranges, 0, std::min(share, floats));
-  for (auto& h : helpers) h.join();
+  std::atomic<size_t> next{0};
+  detail::run_concurrently(
+      static_cast<int64_t>(workers),
+      [&](int64_t) {
+        for (size_t t; (t = next.fetch_add(1)) < workers;)
+          sums[t] = sum_part(ranges, t * share, std::min(share, floats - std::min(floats, t * share)));
+      },
+      [](int64_t) {});
   double total = 0.0;
   for (double s : sums) total += s;
   write_floor_output(problem, out, total);

@@ -39,8 +39,9 @@ void reference_double_attention(const Problem& problem, const float* q, const fl
 /// by memory is judged against a read measured in the same run, under the same
 /// load, rather than only against the bandwidth probe. Reads exactly the bytes
 /// moved_bytes() counts (Q, and each slice's K and V up to the last key any
-/// query row of its batch element may read) once, `threads` threads each
-/// summing a contiguous share in address order; writes out[0] = that sum (in
+/// query row of its batch element may read) once, `threads` threads (from the
+/// fused path's thread pool, as fma_floor's) each summing a contiguous share
+/// in address order; writes out[0] = that sum (in
 /// double, rounded to float) and zeros elsewhere, so O is written once too.
 /// Checks the problem's sizes and options (validate_problem), not the values.
 void read_floor(const Problem& problem, const float* q, const float* k, const float* v, float* out,
