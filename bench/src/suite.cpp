@@ -32,6 +32,9 @@ namespace {
 
 [[noreturn]] void fail(const std::string& message) { throw InvalidInput(message); }
 
+// The floors (read-floor, fma-floor) compute no attention: they are what the others are judged against.
+bool is_floor(const std::string& impl) { return impl == "read-floor" || impl == "fma-floor"; }
+
 // How an implementation spreads work over the threads it is given.
 int64_t threads_used(const std::string& impl, const Problem& p, int64_t threads) {
   if (impl == "reference-double") return 1;
@@ -335,11 +338,21 @@ void register_family(const BenchImplementation& impl, const BenchOptions& option
           state.SkipWithError(e.what());
           return;
         }
+        // With paired floors: the implementation's wall time and each floor's, summed over the calls;
+        // the floors too are called once untimed first.
+        const bool paired = options.paired_floors && !is_floor(impl.name);
+        if (paired) {
+          try {
+            read_floor(problem, q, k, v, out, static_cast<int>(threads));
+            fma_floor(problem, q, k, v, out, static_cast<int>(threads));
+          } catch (const std::exception& e) {
+            state.SkipWithError(("paired floors: " + std::string(e.what())).c_str());
+            return;
+          }
+        }
         // The compute time the implementation reports for each call, if it reports one for every call.
         double compute_total = 0.0;
         int64_t compute_calls = 0;
-        // With paired floors: the implementation's wall time and each floor's, summed over the calls.
-        const bool paired = options.paired_floors && impl.name != "read-floor" && impl.name != "fma-floor";
         double wall_total = 0.0, read_total = 0.0, fma_total = 0.0;
         using Clock = std::chrono::steady_clock;
         const auto since = [](Clock::time_point start) {
@@ -414,7 +427,7 @@ void register_family(const BenchImplementation& impl, const BenchOptions& option
   bench->ArgName(n_q == 0 ? "n" : "n_k")->Unit(benchmark::kMillisecond)
       ->Complexity(n_q == 0 ? benchmark::oNSquared : benchmark::oN);
   // Paired floors run between the implementation's calls: its time is the one taken around each call.
-  if (options.paired_floors && !(impl.name == "read-floor" || impl.name == "fma-floor")) bench->UseManualTime();
+  if (options.paired_floors && !is_floor(impl.name)) bench->UseManualTime();
   else bench->UseRealTime();
   for (int64_t n : sizes) bench->Arg(n);
 }
@@ -514,7 +527,7 @@ std::vector<std::string> thread_scaling_summary(const std::map<std::string, doub
   for (const auto& [name, time] : seconds) {
     const auto [base, threads] = split_threads(name);
     const auto [impl, shape] = split_benchmark_name(base);
-    if (threads <= 1 || impl.empty() || impl == "read-floor" || impl == "fma-floor") continue;
+    if (threads <= 1 || impl.empty() || is_floor(impl)) continue;
     const auto own = times(impl, shape, threads);
     if (!own) continue;
     const double speedup = own->first / own->second;
@@ -551,7 +564,7 @@ std::vector<std::string> floor_summary(const std::map<std::string, double>& seco
   std::vector<std::string> lines;
   for (const auto& [name, time] : seconds) {
     const auto [impl, shape] = split_benchmark_name(name);
-    if (impl.empty() || impl == "read-floor" || impl == "fma-floor") continue;
+    if (impl.empty() || is_floor(impl)) continue;
     const auto r = read.find(shape);
     const auto f = fma.find(shape);
     if (r == read.end() && f == fma.end()) continue;
