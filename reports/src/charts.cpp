@@ -865,11 +865,11 @@ const Measurement* floor_for(const Model& model, const Measurement& m, const std
 }
 
 // The time per call of the floor `floor_name` for m's shape and threads: the
-// one timed call by call beside m where the run paired them, else its row's.
-std::optional<double> floor_seconds(const Model& model, const Measurement& m, const std::string& floor_name) {
-  if (is_floor(m.implementation)) return std::nullopt;
-  const std::optional<double>& paired = floor_name == kReadFloor ? m.paired_read_floor_s : m.paired_fma_floor_s;
-  if (paired && *paired > 0) return paired;
+// one timed call by call beside m when `paired` (bench --paired-floors), else
+// the floor's row from m's run.
+std::optional<double> floor_seconds(const Model& model, const Measurement& m, const std::string& floor_name,
+                                    bool paired) {
+  if (paired) return floor_name == kReadFloor ? m.paired_read_floor_s : m.paired_fma_floor_s;
   const Measurement* floor = floor_for(model, m, floor_name);
   if (!floor) return std::nullopt;
   return floor->time_s;
@@ -950,9 +950,11 @@ std::vector<ThreadScaling> thread_scaling(const Model& model) {
     s.many = many;
     s.speedup = (*one)->own_seconds() / many->own_seconds();
     double slower_one = 0, slower_many = 0;
+    // Paired floors at both counts, else the floor rows at both: never one of each (as the bench's summary).
+    const bool paired = (*one)->paired_over_roofline && many->paired_over_roofline;
     for (const char* name : {kReadFloor, kFmaFloor}) {
-      const std::optional<double> f1 = floor_seconds(model, **one, name);
-      const std::optional<double> fn = floor_seconds(model, *many, name);
+      const std::optional<double> f1 = floor_seconds(model, **one, name, paired);
+      const std::optional<double> fn = floor_seconds(model, *many, name, paired);
       if (!f1 || !fn) continue;
       (name == kReadFloor ? s.read_floor : s.fma_floor) = *f1 / *fn;
       slower_one = std::max(slower_one, *f1);

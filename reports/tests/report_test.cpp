@@ -361,6 +361,20 @@ TEST_CASE("floors timed call by call beside an implementation judge it in place 
     CHECK(t["roofline_speedup"].get<double>() == Approx(2.0));
   }
   CHECK(scaled);
+  {
+    // Paired on 2 threads only: the floor rows at both counts (none on 2 threads here), never one of each.
+    auto half = doc;
+    for (auto& b : half["benchmarks"])
+      if (b["name"] == "fused/n_q:1/n_k:16384/d:128/mask:none/threads:1")
+        for (const char* key : {"read_floor_seconds", "fma_floor_seconds", "over_read_floor", "over_fma_floor",
+                                "over_roofline"})
+          b.erase(key);
+    write("half.json", half);
+    inputs.bench_files = {dir.sub("half.json")};
+    const auto half_report = nlohmann::json::parse(read_text(write_report(inputs, dir.sub("half")).json_path));
+    for (const auto& t : half_report["thread_scaling"])
+      if (t["problem"]["n_q"] == 1) CHECK(t["read_floor_speedup"].is_null());
+  }
   const std::string md = read_text(result.markdown_path);
   CHECK_THAT(md, Contains("| 1.05 (paired) | 5.00 (paired) | 1.05 (paired) |"));
   CHECK_THAT(md, Contains("A ratio marked (paired) comes from a run with --paired-floors"));
