@@ -338,18 +338,9 @@ HWY_INLINE VF BitReverseLanes(DF d, VF v) {
 #endif
 }
 
-// exp(x) for the softmax's arguments, x <= 0 (0 for -inf and NaN, as hn::Exp).
-// AVX-512: x = n·ln2 + r, |r| <= ln2/2, e^r by Horner on hn::Exp's (Cephes')
-// coefficients, and 2^n applied by VSCALEFPS, which rounds a result below
-// float's normal range once, as a subnormal: 13 vector operations where
-// hn::Exp takes about 24 (two multiplications by powers of two for that range).
-HWY_INLINE VF SoftmaxExp(DF d, VF x) {
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  static_assert(hn::MaxLanes(DF()) == 16, "one __m512 per vector");
-  // exp(-104) rounds to 0; -inf goes there, and so does NaN (x86 max returns
-  // its second operand when either is NaN; impl_softmax_exp_tests checks it).
-  x = hn::Max(x, hn::Set(d, -104.0f));
-  const VF n = hn::Round(hn::Mul(x, hn::Set(d, 1.44269504088896341f)));
+// e^r for r = x − n·ln2 (ln2 in two parts, so that r is nearly exact), |r| <= ln2/2:
+// Horner on hn::Exp's (Cephes') coefficients. SoftmaxExp then scales it by 2^n.
+HWY_INLINE VF ExpOfRemainder(DF d, VF x, VF n) {
   VF r = hn::MulAdd(n, hn::Set(d, -0.693145751953125f), x);
   r = hn::MulAdd(n, hn::Set(d, -1.428606765330187045e-6f), r);
   VF p = hn::Set(d, 0.000198527617612853646278381f);
@@ -360,7 +351,48 @@ HWY_INLINE VF SoftmaxExp(DF d, VF x) {
   p = hn::MulAdd(p, r, hn::Set(d, 0.5f));
   p = hn::MulAdd(p, r, hn::Set(d, 1.0f));
   p = hn::MulAdd(p, r, hn::Set(d, 1.0f));
+  return p;
+}
+
+// exp(x) for the softmax's arguments, x <= 0 (0 for -inf and NaN, as hn::Exp).
+// AVX-512: x = n·ln2 + r, |r| <= ln2/2, e^r by Horner on hn::Exp's (Cephes')
+// coefficients, and 2^n applied by VSCALEFPS, which rounds a result below
+// float's normal range once, as a subnormal: 13 vector operations where
+// hn::Exp takes about 24 (two multiplications by powers of two for that range).
+// AVX2: the same n, r and polynomial; 2^n built in the exponent field and
+// applied by one multiplication while every lane's 2^n is a normal float
+// (x >= -87, nearly always), else by two as hn::Exp: 16 operations in the
+// common case. Square prefill on the AMD EPYC Zen 3 VM took 0.88-0.96x the
+// time with it (docs/performance.md, "AVX2: a cheaper exp, P · V in blocks of 4 × 3").
+HWY_INLINE VF SoftmaxExp(DF d, VF x) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  static_assert(hn::MaxLanes(DF()) == 16, "one __m512 per vector");
+  // exp(-104) rounds to 0; -inf goes there, and so does NaN (x86 max returns
+  // its second operand when either is NaN; impl_softmax_exp_tests checks it).
+  x = hn::Max(x, hn::Set(d, -104.0f));
+  const VF n = hn::Round(hn::Mul(x, hn::Set(d, 1.44269504088896341f)));
+  const VF p = ExpOfRemainder(d, x, n);
   return VF{_mm512_scalef_ps(p.raw, n.raw)};
+#elif HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
+  const hn::RebindToSigned<DF> di;
+  x = hn::Max(x, hn::Set(d, -104.0f));  // -inf and NaN go there too (the second operand), as above
+  // n = x / ln 2 rounded to nearest even by adding 1.5 · 2^23: the low bits of
+  // t then hold n, so that t << 23 is n << 23, the exponent field of 2^n.
+  const VF shifter = hn::Set(d, 12582912.0f);
+  const VF t = hn::Add(hn::Mul(x, hn::Set(d, 1.44269504088896341f)), shifter);
+  const VF n = hn::Sub(t, shifter);
+  const VF p = ExpOfRemainder(d, x, n);
+  const auto exponent = hn::ShiftLeft<23>(hn::BitCast(di, t));  // n << 23
+  const auto one = hn::Set(di, 127 << 23);
+  // n >= -126 (x >= -87): 2^n is a normal float, one multiplication.
+  if (HWY_LIKELY(hn::AllTrue(d, hn::Ge(x, hn::Set(d, -87.0f)))))
+    return hn::Mul(p, hn::BitCast(d, hn::Add(exponent, one)));
+  // Down to n = -150: 2^n as 2^(n - h) · 2^h, h = n / 2 (both normal), so
+  // that only the second product rounds, as hn::Exp does.
+  const auto ni = hn::ConvertTo(di, n);
+  const auto h = hn::ShiftRight<1>(ni);
+  const VF first = hn::Mul(p, hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(hn::Sub(ni, h), hn::Set(di, 127)))));
+  return hn::Mul(first, hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(h, hn::Set(di, 127)))));
 #else
   return hn::Exp(d, x);
 #endif
@@ -453,7 +485,20 @@ HWY_INLINE void AccumulateGroup(DF d, const float* HWY_RESTRICT p, size_t p_row,
     for (size_t c = 0; c < kVecs; ++c) hn::Store(acc[r][c], d, o + r * os + c * N);
 }
 
-// The output update of one tile over one panel, d_v in register blocks.
+// Vectors of d_v per register block of the tiled path's P · V (AccumulateTile)
+// with 16 vector registers: 4 × 3 accumulators, 3 loaded vectors and a
+// broadcast fill them, and 12 independent sums keep both FMA units busy where
+// 4 × 2 gave 8 sums for FMAs of 4 cycles' latency. On the AMD EPYC Zen 3 VM
+// (AVX2), square prefill n = 1024 took 0.95-0.99x the time with it (d = 64
+// and 128, 1 thread; docs/performance.md, "AVX2: a cheaper exp, P · V in
+// blocks of 4 × 3"). The score loop keeps 4 × 2: with 4 × 3 there too the
+// call took 1.05x the time at d = 128 (its partial sums need registers too).
+constexpr size_t kOutputVecs = kSixteenVectorRegisters ? 3 : kGroupVecs;
+
+// The output update of one tile over one panel, d_v in register blocks of
+// kOutputVecs vectors, then of three, two or one; with blocks of three, four
+// vectors left take two blocks of two (three and one would leave one block
+// with four sums only).
 HWY_INLINE void AccumulateTile(DF d, const float* HWY_RESTRICT p, size_t kcount,
                                const float* HWY_RESTRICT v, size_t vs, float* HWY_RESTRICT o,
                                size_t dvp, const float* HWY_RESTRICT alpha) {
@@ -463,14 +508,22 @@ HWY_INLINE void AccumulateTile(DF d, const float* HWY_RESTRICT p, size_t kcount,
   for (size_t g = 0; g < kTileRows; g += kGroupRows) {
     const float* pg = p + g * kPanelKeys;
     float* og = o + g * dvp;
-    size_t c = 0;
-    for (; c + kGroupVecs <= vecs; c += kGroupVecs)
-      AccumulateGroup<kGroupVecs>(d, pg, kPanelKeys, 1, kcount, v + c * N, vs, og + c * N, dvp, alpha + g, none);
-    switch (vecs - c) {
-      case 3: AccumulateGroup<3>(d, pg, kPanelKeys, 1, kcount, v + c * N, vs, og + c * N, dvp, alpha + g, none); break;
-      case 2: AccumulateGroup<2>(d, pg, kPanelKeys, 1, kcount, v + c * N, vs, og + c * N, dvp, alpha + g, none); break;
-      case 1: AccumulateGroup<1>(d, pg, kPanelKeys, 1, kcount, v + c * N, vs, og + c * N, dvp, alpha + g, none); break;
-      default: break;
+    const float* ag = alpha + g;
+    for (size_t c = 0; c < vecs;) {
+      const size_t left = vecs - c;
+      if (left >= kOutputVecs && !(kOutputVecs == 3 && left == 4)) {
+        AccumulateGroup<kOutputVecs>(d, pg, kPanelKeys, 1, kcount, v + c * N, vs, og + c * N, dvp, ag, none);
+        c += kOutputVecs;
+      } else if (left == 3) {
+        AccumulateGroup<3>(d, pg, kPanelKeys, 1, kcount, v + c * N, vs, og + c * N, dvp, ag, none);
+        c += 3;
+      } else if (left >= 2) {
+        AccumulateGroup<2>(d, pg, kPanelKeys, 1, kcount, v + c * N, vs, og + c * N, dvp, ag, none);
+        c += 2;
+      } else {
+        AccumulateGroup<1>(d, pg, kPanelKeys, 1, kcount, v + c * N, vs, og + c * N, dvp, ag, none);
+        c += 1;
+      }
     }
   }
 }

@@ -1,4 +1,4 @@
-// The kernels' exp for softmax arguments (SoftmaxExp: VSCALEFPS on AVX-512,
+// The kernels' exp for softmax arguments (SoftmaxExp: VSCALEFPS on AVX-512, the exponent field on AVX2,
 // hn::Exp elsewhere), on every target this machine runs: within one ulp of
 // exp over [-104, 0], exactly 1 at 0, and 0 for arguments that round to 0,
 // for -inf (masked keys) and for NaN, as hn::Exp.
