@@ -58,14 +58,16 @@ namespace hn = hwy::HWY_NAMESPACE;
 // Zen 4 VM had preferred four keys at 5 to 8 rows and on the Intel AVX-512 VM
 // one key at a time (docs/performance-decode.md, "Scoring methods from 5
 // rows"). With 16 vector registers (kSixteenVectorRegisters) ScoreFourKeys' 16
-// accumulators spill and it took 1.4–2× as long as one key at a time. The
-// lanes over rows cost the same for 9 to 16 rows with vectors of 8 (AVX2) and
-// overtake one key at a time from 13 or 14 rows (against memory: 0.69–0.85×
-// its time at 14 and 16 rows, 1.0–1.17× at 9 to 12); with vectors of 4
+// accumulators spill and it took 1.4–2× as long as one key at a time. With
+// vectors of 8 (AVX2) the lanes over rows overtook one key at a time from 13
+// or 14 rows in earlier code; on the AMD EPYC Zen 3 VM (2026-12-07) they took
+// 0.82–0.89× its time at 8 to 12 rows against memory (d = 128, 1 and 2
+// threads; d = 64 0.98–1.04×) and 0.85–0.87× in cache, but 0.91–1.15× at 6
+// rows and 1.0 at 5, so AVX2 takes them from 8 rows. With vectors of 4
 // (SSE4) they took 1.17–1.23× its time at 13 rows and 0.99–1.03× at 16,
 // so those targets keep one key at a time (docs/performance-decode.md).
 constexpr size_t kColumnsMinRows =
-    !kSixteenVectorRegisters ? 5 : hn::MaxLanes(DF()) >= 8 ? 12 : static_cast<size_t>(kDecodeMaxRows);
+    !kSixteenVectorRegisters ? 5 : hn::MaxLanes(DF()) >= 8 ? 7 : static_cast<size_t>(kDecodeMaxRows);
 // Accumulators per register block with the lanes over rows (ScoreKeysInLanes,
 // AccumulateInLanes): with 16 registers, 12 leave room for two vectors of
 // rows and a broadcast.
