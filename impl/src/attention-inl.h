@@ -492,7 +492,7 @@ HWY_INLINE void AccumulateGroup(DF d, const float* HWY_RESTRICT p, size_t p_row,
 // (AVX2), square prefill n = 1024 took 0.95-0.99x the time with it (d = 64
 // and 128, 1 thread; docs/performance.md, "AVX2: a cheaper exp, P · V in
 // blocks of 4 × 3"). The score loop keeps 4 × 2: with 4 × 3 there too the
-// call took 1.05x the time at d = 128 (its partial sums need registers too).
+// call took 0.99-1.05x the time (its partial sums need registers too).
 constexpr size_t kOutputVecs = kSixteenVectorRegisters ? 3 : kGroupVecs;
 
 // The output update of one tile over one panel, d_v in register blocks of

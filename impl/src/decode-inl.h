@@ -61,9 +61,9 @@ namespace hn = hwy::HWY_NAMESPACE;
 // accumulators spill and it took 1.4–2× as long as one key at a time. With
 // vectors of 8 (AVX2) the lanes over rows overtook one key at a time from 13
 // or 14 rows in earlier code; on the AMD EPYC Zen 3 VM (2026-12-07) they took
-// 0.82–0.89× its time at 8 to 12 rows against memory (d = 128, 1 and 2
+// 0.79–0.92× its time at 8 to 12 rows against memory (d = 128, 1 and 2
 // threads; d = 64 0.98–1.04×) and 0.85–0.87× in cache, but 0.91–1.15× at 6
-// rows and 1.0 at 5, so AVX2 takes them from 8 rows. With vectors of 4
+// rows and 1.01–1.03× at 5, so AVX2 takes them from 8 rows. With vectors of 4
 // (SSE4) they took 1.17–1.23× its time at 13 rows and 0.99–1.03× at 16,
 // so those targets keep one key at a time (docs/performance-decode.md).
 constexpr size_t kColumnsMinRows =
