@@ -67,6 +67,14 @@ nlohmann::json bench_json(const std::string& args, const std::string& file) {
   return nlohmann::json::parse(in);
 }
 
+// The bench JSON's iteration runs (no aggregates) by benchmark name.
+std::map<std::string, nlohmann::json> iteration_runs(const nlohmann::json& doc) {
+  std::map<std::string, nlohmann::json> runs;
+  for (const auto& b : doc.at("benchmarks"))
+    if (b.value("run_type", "") == "iteration") runs[b.at("name").get<std::string>()] = b;
+  return runs;
+}
+
 // bench_json's benchmark names.
 std::set<std::string> benchmark_names(const std::string& args, const std::string& file) {
   const nlohmann::json doc = bench_json(args, file);
@@ -251,9 +259,7 @@ TEST_CASE("attncheck bench times the read floor beside fused: bytes and GB/s, no
   const nlohmann::json doc = bench_json("--impl fused --impl read-floor --n-q 1 --n-k 2048 --d 32 --heads 2 "
                                         "--threads 1,2 --repetitions 1 --min-time 0.01",
                                         "floor.json");
-  std::map<std::string, nlohmann::json> runs;
-  for (const auto& b : doc.at("benchmarks"))
-    if (b.value("run_type", "") == "iteration") runs[b.at("name").get<std::string>()] = b;
+  const std::map<std::string, nlohmann::json> runs = iteration_runs(doc);
   for (const std::string threads : {"1", "2"}) {
     const auto fused = runs.find("fused/n_q:1/n_k:2048/d:32/mask:none/threads:" + threads);
     const auto floor = runs.find("read-floor/n_q:1/n_k:2048/d:32/mask:none/threads:" + threads);
@@ -274,9 +280,7 @@ TEST_CASE("attncheck bench times the FMA floor beside fused: the same flops, at 
   const nlohmann::json doc = bench_json("--impl fused --impl fma-floor --n 256 --d 32 --n-q 4 --n-k 4096 "
                                         "--heads 2 --threads 1,2 --repetitions 1 --min-time 0.01",
                                         "fma_floor.json");
-  std::map<std::string, nlohmann::json> runs;
-  for (const auto& b : doc.at("benchmarks"))
-    if (b.value("run_type", "") == "iteration") runs[b.at("name").get<std::string>()] = b;
+  const std::map<std::string, nlohmann::json> runs = iteration_runs(doc);
   size_t checked = 0;
   for (const std::string shape : {"n:256", "n_q:4/n_k:4096"}) {
     for (const std::string threads : {"1", "2"}) {
@@ -321,9 +325,7 @@ TEST_CASE("attncheck bench --paired-floors times both floors call by call beside
   const nlohmann::json doc = bench_json("--impl fused --impl fma-floor --n 128 --n-q 2 --n-k 2048 --d 32 "
                                         "--threads 1,2 --repetitions 1 --min-time 0.02 --paired-floors",
                                         "paired.json");
-  std::map<std::string, nlohmann::json> runs;
-  for (const auto& b : doc.at("benchmarks"))
-    if (b.value("run_type", "") == "iteration") runs[b.at("name").get<std::string>()] = b;
+  const std::map<std::string, nlohmann::json> runs = iteration_runs(doc);
   size_t checked = 0;
   for (const std::string shape : {"n:128", "n_q:2/n_k:2048"}) {
     for (const std::string threads : {"1", "2"}) {

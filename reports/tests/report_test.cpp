@@ -40,6 +40,14 @@ std::string headline_line(const std::string& md, const std::string& config, cons
   return md.substr(at, md.find('\n', at) - at);
 }
 
+
+// report.json's records (or cross_records) by benchmark name.
+std::map<std::string, nlohmann::json> records_by_benchmark(const nlohmann::json& records) {
+  std::map<std::string, nlohmann::json> by_name;
+  for (const auto& r : records) by_name[r["benchmark"].get<std::string>()] = r;
+  return by_name;
+}
+
 }  // namespace
 
 TEST_CASE("the report builds from the fixtures without running a benchmark") {
@@ -341,8 +349,7 @@ TEST_CASE("floors timed call by call beside an implementation judge it in place 
   inputs.bench_files = {dir.sub("paired.json")};
   const ReportResult result = write_report(inputs, dir.sub("out"));
   const auto report = nlohmann::json::parse(read_text(result.json_path));
-  std::map<std::string, nlohmann::json> by_name;
-  for (const auto& r : report["cross_records"]) by_name[r["benchmark"].get<std::string>()] = r;
+  const std::map<std::string, nlohmann::json> by_name = records_by_benchmark(report["cross_records"]);
   const auto& one = by_name.at("fused/n_q:1/n_k:16384/d:128/mask:none/threads:1");
   CHECK(one["floors_paired"] == true);
   CHECK(one["over_read_floor"].get<double>() == Approx(1.05));
@@ -421,8 +428,7 @@ TEST_CASE("square shapes are judged against an FMA floor timed in the same run, 
   inputs.bench_files = {dir.sub("square.json")};
   const ReportResult result = write_report(inputs, dir.sub("out"));
   const auto report = nlohmann::json::parse(read_text(result.json_path));
-  std::map<std::string, nlohmann::json> by_name;
-  for (const auto& r : report["records"]) by_name[r["benchmark"].get<std::string>()] = r;
+  const std::map<std::string, nlohmann::json> by_name = records_by_benchmark(report["records"]);
   CHECK(by_name.at("fused/n:1024/d:64/mask:none/threads:1")["over_fma_floor"].get<double>() == Approx(2.0));
   CHECK(by_name.at("fused/n:512/d:64/mask:none/threads:1")["over_fma_floor"].get<double>() == Approx(4.0));
   CHECK(by_name.at("fused/n:1024/d:64/mask:causal/threads:1")["over_fma_floor"].get<double>() == Approx(1.6));
@@ -723,8 +729,7 @@ TEST_CASE("cross shapes are charted as GB/s vs n_k under the measured bandwidth,
   const auto report = nlohmann::json::parse(read_text(result.json_path));
   REQUIRE(report["cross_records"].size() == 9);
   CHECK(report["records"].empty());
-  std::map<std::string, nlohmann::json> by_name;
-  for (const auto& r : report["cross_records"]) by_name[r["benchmark"].get<std::string>()] = r;
+  const std::map<std::string, nlohmann::json> by_name = records_by_benchmark(report["cross_records"]);
   const auto& decode = by_name.at("fused/n_q:1/n_k:16384/d:128/mask:none/threads:1");
   CHECK(decode["problem"]["n_q"] == 1);
   CHECK(decode["problem"]["n_k"] == 16384);
