@@ -83,6 +83,16 @@ constexpr size_t kColumnBlock = kSixteenVectorRegisters ? 12 : 24;
 // streamed tiled path's time, so the 64-row limit stays.
 constexpr bool kWideRowBlocks = hn::MaxLanes(DF()) == 16 && !kSixteenVectorRegisters;
 
+// Terms along d (keys in P · V) per prefetch step with the lanes over rows
+// (ScoreKeysInLanes, OutputBlock). A step is a few instructions and a branch
+// beside a term's 12 FMAs and 8 loads; on the AMD EPYC Zen 3 VM (AVX2, 16
+// registers) one step per four terms took 0.90-0.98x the time on 1 thread at
+// 8-64 rows against 16384 keys (d = 128 and 64, 8 heads), 0.98x in cache, and
+// on 2 threads 0.92x at 16 rows, 0.95x at 64, 1.05x at 8 (noise of ±30 % there;
+// docs/performance-decode.md, "Prefetch steps every four terms"). Untried with
+// 32 registers, which keep a step a term.
+constexpr size_t kTermsPerStep = kSixteenVectorRegisters ? 4 : 1;
+
 // The largest power of two below n (0 for n <= 1): the register blocks of the
 // rest after whole blocks of n take each such power at most once.
 constexpr size_t PowerOfTwoBelow(size_t n) {
@@ -789,7 +799,7 @@ class DecodeWorker {
     // 0.98-0.99x; docs/performance-decode.md).
     const float* vblock = v + j0 * dv;
     Prefetcher ahead = AfterThisBlock(v, j0, k1);
-    ahead.Spread(pv_in_lanes_ ? kcount * hwy::DivCeil(vecs, 2) * hwy::DivCeil(dv, kColumnBlock)
+    ahead.Spread(pv_in_lanes_ ? hwy::DivCeil(kcount, kTermsPerStep) * hwy::DivCeil(vecs, 2) * hwy::DivCeil(dv, kColumnBlock)
                               : kcount * (rows4_ / kGroupRows) * hwy::DivCeil(dv / N, kGroupVecs));
     if (pv_in_lanes_) {
       size_t v0 = 0;
@@ -854,7 +864,7 @@ class DecodeWorker {
       for (size_t c = 0; c < kCols; ++c) acc[c][i] = hn::Mul(hn::Load(d_, ot + c * rowsp_ + i * N), alpha);
     }
     for (size_t j = 0; j < kcount; ++j) {
-      ahead.Step();
+      if (j % kTermsPerStep == 0) ahead.Step();
       VF p[kRowVecs];
       for (size_t i = 0; i < kRowVecs; ++i) p[i] = hn::Load(d_, st + j * rowsp_ + i * N);
       HWY_UNROLL(32)  // the accumulators stay in registers only when unrolled
@@ -1067,7 +1077,7 @@ class DecodeWorker {
       if (j0 == split_first_key_) ahead.Add(v + key * lay_.dv, kKeys * lay_.dv);
       if (key + kPanelKeys < k1)
         ahead.Add(k + (key + kPanelKeys) * dk, (std::min(key + kKeys + kPanelKeys, k1) - key - kPanelKeys) * dk);
-      ahead.Spread(dk);
+      ahead.Spread(hwy::DivCeil(dk, kTermsPerStep));
     }
     const float* HWY_RESTRICT kj = k + key * dk;
     const float* HWY_RESTRICT qt = qt_ + v0 * N;
@@ -1076,7 +1086,7 @@ class DecodeWorker {
     ahead.Step();
     ScoreTerm<kRowVecs, kHalfTail, kKeys, true>(qt, kj, dk, 0, acc, tail);
     for (size_t x = 1; x < dk; ++x) {
-      ahead.Step();
+      if (x % kTermsPerStep == 0) ahead.Step();
       ScoreTerm<kRowVecs, kHalfTail, kKeys, false>(qt, kj, dk, x, acc, tail);
     }
     ahead.Finish();
