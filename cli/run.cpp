@@ -261,6 +261,11 @@ void run_main_job(const RunArgs& args) {
   decode.threads = {1};
   if (!args.quick && std::thread::hardware_concurrency() > 1)
     decode.threads.push_back(std::thread::hardware_concurrency());
+  // The floors also timed call by call beside each implementation: on a
+  // shared machine, ratios to floors timed whole repetitions apart moved by a
+  // third between runs minutes apart, ratios to floors timed beside each call
+  // far less (docs/performance-decode.md, "Both floors beside fused").
+  decode.paired_floors = true;
   decode.json_path = (work / "bench-decode.json").string();
   try {
     run_benchmarks_logged(decode, bench_log, /*truncate=*/false);
@@ -281,6 +286,7 @@ void run_main_job(const RunArgs& args) {
     scaling.d = {128};
     scaling.n = args.quick ? std::vector<int64_t>{512} : std::vector<int64_t>{1024, 2048, 4096};
     scaling.threads = {1, static_cast<int64_t>(cpus)};
+    scaling.paired_floors = true;  // as the decode shapes
     scaling.json_path = (work / "bench-threads.json").string();
     run_benchmarks_logged(scaling, bench_log, /*truncate=*/false);
     report_inputs.bench_files.push_back(scaling.json_path);

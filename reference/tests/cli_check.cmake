@@ -68,12 +68,16 @@ elseif(SCRIPT STREQUAL "run")
   # ... and their compute floor, which square shapes carry too: fused's time over it.
   expect("${md}" "\\| fma-floor \\| 1 \\| 4096 \\| 128 \\| none \\| 1 \\| [0-9.]+ ms \\| — \\| [0-9.]+ \\|")
   expect("${md}" "\\| fused \\| 1024 \\| [0-9.]+ ms \\| [0-9.]+ \\| [0-9.]+ % \\| [0-9.]+ \\| single run \\|")
+  # run pairs the decode shapes' floors: fused's ratios to them were timed call by call beside it.
+  set(ratio "[0-9.]+ \\(paired\\)")
+  expect("${md}" "\\| fused \\| 1 \\| 4096 \\| 128 \\| none \\| 1 \\| [0-9.]+ ms \\|[^\n]*\\| ${ratio} \\| ${ratio} \\| ${ratio} \\|")
   # On more than one CPU, prefill's thread scaling beside the FMA floor's own.
   cmake_host_system_information(RESULT cpus QUERY NUMBER_OF_LOGICAL_CORES)
   if(cpus GREATER 1)
     expect("${md}" "## Thread scaling")
     set(row "\\| fused \\| n = 512 \\| 128 \\| none \\| ${cpus} \\| [0-9.]+ ms \\| [0-9.]+ ms \\| [0-9.]+ ")
-    string(APPEND row "\\| — \\| [0-9.]+ \\| [0-9.]+ \\| [0-9.]+ \\|")  # no read floor; the FMA floor's
+    # Both floors' speed-ups, from the floors paired with fused's runs (the read floor has no row of its own here).
+    string(APPEND row "\\| [0-9.]+ \\| [0-9.]+ \\| [0-9.]+ \\| [0-9.]+ \\|")
     expect("${md}" "${row}")
   endif()
   foreach(chart tightness-vs-n power-vs-n error-fused-0)
