@@ -67,6 +67,7 @@
 #include "kernel_args.h"
 #include "thread_pool.h"
 
+extern "C" int attncheck_dbg_mode;  // DBG
 HWY_BEFORE_NAMESPACE();
 namespace attncheck::detail::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
@@ -364,6 +365,16 @@ HWY_INLINE VF ExpOfRemainder(DF d, VF x, VF n) {
 // (x >= -87, nearly always), else by two as hn::Exp: 16 operations in the
 // common case. Square prefill on the AMD EPYC Zen 3 VM took 0.88-0.96x the
 // time with it (docs/performance.md, "AVX2: a cheaper exp, P · V in blocks of 4 × 3").
+#if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
+// p · 2^n for n = t − 1.5 · 2^23 (t from adding that shifter to x / ln 2, so
+// that the low bits of t hold n) when 2^n is a normal float: n << 23 is t << 23.
+HWY_INLINE VF ScaleByNormalPowerOfTwo(DF d, VF p, VF t) {
+  const hn::RebindToSigned<DF> di;
+  const auto exponent = hn::ShiftLeft<23>(hn::BitCast(di, t));  // n << 23
+  return hn::Mul(p, hn::BitCast(d, hn::Add(exponent, hn::Set(di, 127 << 23))));
+}
+#endif
+
 HWY_INLINE VF SoftmaxExp(DF d, VF x) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   static_assert(hn::MaxLanes(DF()) == 16, "one __m512 per vector");
@@ -382,11 +393,8 @@ HWY_INLINE VF SoftmaxExp(DF d, VF x) {
   const VF t = hn::Add(hn::Mul(x, hn::Set(d, 1.44269504088896341f)), shifter);
   const VF n = hn::Sub(t, shifter);
   const VF p = ExpOfRemainder(d, x, n);
-  const auto exponent = hn::ShiftLeft<23>(hn::BitCast(di, t));  // n << 23
-  const auto one = hn::Set(di, 127 << 23);
   // n >= -126 (x >= -87): 2^n is a normal float, one multiplication.
-  if (HWY_LIKELY(hn::AllTrue(d, hn::Ge(x, hn::Set(d, -87.0f)))))
-    return hn::Mul(p, hn::BitCast(d, hn::Add(exponent, one)));
+  if (HWY_LIKELY(hn::AllTrue(d, hn::Ge(x, hn::Set(d, -87.0f))))) return ScaleByNormalPowerOfTwo(d, p, t);
   // Down to n = -150: 2^n as 2^(n - h) · 2^h, h = n / 2 (both normal), so
   // that only the second product rounds, as hn::Exp does.
   const auto ni = hn::ConvertTo(di, n);
@@ -398,6 +406,35 @@ HWY_INLINE VF SoftmaxExp(DF d, VF x) {
 #endif
 }
 
+// x[c] = SoftmaxExp(x[c]) for kCount vectors, the same bits. On AVX2 one
+// check that every lane of all of them is >= -87 (2^n normal) takes the
+// one-multiplication path for the whole block: a check per vector had put
+// each exp in a basic block of its own, ending in its branch, so that the
+// compiler could not interleave their chains of dependent operations. A
+// tile's row at once (SoftmaxTile): square prefill took 0.92-1.00x the time
+// on the AMD EPYC Zen 3 VM, 0.97-0.98x in its calmest run (n = 1024-2048,
+// d = 64 and 128, 1 and 2 threads; docs/performance.md, "AVX2: the
+// softmax's exps a row at a time").
+template <size_t kCount>
+HWY_INLINE void SoftmaxExpBlock(DF d, VF (&x)[kCount]) {
+#if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
+  // Each vector compared, not their minimum: x86's min drops a NaN in its
+  // first operand, and NaN must take SoftmaxExp's path to 0.
+  const VF normal = hn::Set(d, -87.0f);
+  auto all_normal = hn::Ge(x[0], normal);
+  for (size_t c = 1; c < kCount; ++c) all_normal = hn::And(all_normal, hn::Ge(x[c], normal));
+  if (HWY_LIKELY(hn::AllTrue(d, all_normal))) {
+    const VF shifter = hn::Set(d, 12582912.0f);
+    for (size_t c = 0; c < kCount; ++c) {
+      const VF t = hn::Add(hn::Mul(x[c], hn::Set(d, 1.44269504088896341f)), shifter);
+      x[c] = ScaleByNormalPowerOfTwo(d, ExpOfRemainder(d, x[c], hn::Sub(t, shifter)), t);
+    }
+    return;
+  }
+#endif
+  for (size_t c = 0; c < kCount; ++c) x[c] = SoftmaxExp(d, x[c]);
+}
+
 // Online softmax over one tile: turns each row of dot products s into
 // exp(s · multiplier - m_new), updates the running max m and sum l (in logit
 // units), and leaves in alpha the factor by which the row's partial output
@@ -407,7 +444,7 @@ HWY_INLINE void SoftmaxTile(DF d, float* HWY_RESTRICT s, float multiplier, float
                             float* HWY_RESTRICT l, float* HWY_RESTRICT alpha) {
   constexpr size_t kMaxLanes = hn::MaxLanes(DF());
   const size_t N = hn::Lanes(d);
-  const size_t vecs = kPanelKeys / N;
+  constexpr size_t kVecs = kPanelKeys / kMaxLanes;  // vectors a row (N is kMaxLanes on fixed-width targets)
   const VF scale = hn::Set(d, multiplier);
   const VF neg_inf = hn::Set(d, kNegInf);
   HWY_ALIGN float m_new[kTileRows];
@@ -416,7 +453,7 @@ HWY_INLINE void SoftmaxTile(DF d, float* HWY_RESTRICT s, float multiplier, float
     for (size_t i = 0; i < N; ++i) {
       const float* row = s + (r0 + i) * kPanelKeys;
       VF vmax = hn::Load(d, row);
-      for (size_t c = 1; c < vecs; ++c) vmax = hn::Max(vmax, hn::Load(d, row + c * N));
+      for (size_t c = 1; c < kVecs; ++c) vmax = hn::Max(vmax, hn::Load(d, row + c * N));
       part[i] = vmax;
     }
     const VF old_max = hn::Load(d, m + r0);
@@ -434,20 +471,22 @@ HWY_INLINE void SoftmaxTile(DF d, float* HWY_RESTRICT s, float multiplier, float
       float* row = s + r * kPanelKeys;
       sums[i] = hn::Zero(d);
       if (m_new[r] == kNegInf) {  // nothing readable yet: no weights, output stays zero
-        for (size_t c = 0; c < vecs; ++c) hn::Store(hn::Zero(d), d, row + c * N);
+        for (size_t c = 0; c < kVecs; ++c) hn::Store(hn::Zero(d), d, row + c * N);
         continue;
       }
       const VF shift = hn::Set(d, m_new[r]);
-      for (size_t c = 0; c < vecs; ++c) {
-        // Masked scores are -inf; SoftmaxExp returns exactly 0 for them. The logit
-        // is rounded before the max is subtracted (not one fused multiply-
-        // subtract): m is the rounded max logit, so the max's argument is exactly
-        // 0 and no argument exceeds it. With a fused s·multiplier − m the max's
-        // argument is the product's rounding error, which for logits past 2^31
-        // exceeds ±88 and sends exp to inf (NaN rows) or to 0 (all-zero rows).
-        const VF p = SoftmaxExp(d, hn::Sub(hn::Mul(hn::Load(d, row + c * N), scale), shift));
-        hn::Store(p, d, row + c * N);
-        sums[i] = hn::Add(sums[i], p);
+      // Masked scores are -inf; SoftmaxExp returns exactly 0 for them. The logit
+      // is rounded before the max is subtracted (not one fused multiply-
+      // subtract): m is the rounded max logit, so the max's argument is exactly
+      // 0 and no argument exceeds it. With a fused s·multiplier − m the max's
+      // argument is the product's rounding error, which for logits past 2^31
+      // exceeds ±88 and sends exp to inf (NaN rows) or to 0 (all-zero rows).
+      VF p[kVecs];
+      for (size_t c = 0; c < kVecs; ++c) p[c] = hn::Sub(hn::Mul(hn::Load(d, row + c * N), scale), shift);
+      SoftmaxExpBlock(d, p);
+      for (size_t c = 0; c < kVecs; ++c) {
+        hn::Store(p[c], d, row + c * N);
+        sums[i] = hn::Add(sums[i], p[c]);
       }
     }
     for (size_t i = 0; i < N; ++i) sums[i] = BitReverseLanes(d, sums[i]);

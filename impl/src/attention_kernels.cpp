@@ -34,6 +34,21 @@ void SoftmaxExpValues(const float* x, float* out, size_t count) {
   std::copy(tail, tail + (count - i), out + i);
 }
 
+// SoftmaxExpBlock over blocks of four vectors (the tile's row takes
+// kPanelKeys / N at once; the code is the same), the rest one by one.
+void SoftmaxExpBlockValues(const float* x, float* out, size_t count) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + 4 * N <= count; i += 4 * N) {
+    VF v[4];
+    for (size_t c = 0; c < 4; ++c) v[c] = hn::LoadU(d, x + i + c * N);
+    SoftmaxExpBlock(d, v);
+    for (size_t c = 0; c < 4; ++c) hn::StoreU(v[c], d, out + i + c * N);
+  }
+  SoftmaxExpValues(x + i, out + i, count - i);
+}
+
 }  // namespace attncheck::detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -43,6 +58,7 @@ namespace attncheck::detail {
 HWY_EXPORT(Attention);
 HWY_EXPORT(KernelTarget);
 HWY_EXPORT(SoftmaxExpValues);
+HWY_EXPORT(SoftmaxExpBlockValues);
 HWY_EXPORT(AllFinite);
 
 bool run_attention(const KernelArgs& args, int64_t threads) {
@@ -57,6 +73,10 @@ bool all_finite_values(const float* x, size_t count) {
 
 void softmax_exp(const float* x, float* out, size_t count) {
   HWY_DYNAMIC_DISPATCH(SoftmaxExpValues)(x, out, count);
+}
+
+void softmax_exp_blocks(const float* x, float* out, size_t count) {
+  HWY_DYNAMIC_DISPATCH(SoftmaxExpBlockValues)(x, out, count);
 }
 
 }  // namespace attncheck::detail

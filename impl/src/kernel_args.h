@@ -129,4 +129,8 @@ bool all_finite_values(const float* x, size_t count);
 /// target, for tests of its accuracy.
 void softmax_exp(const float* x, float* out, size_t count);
 
+/// The same through SoftmaxExpBlock (four vectors at a time, the rest one by
+/// one), which must give softmax_exp's bits.
+void softmax_exp_blocks(const float* x, float* out, size_t count);
+
 }  // namespace attncheck::detail

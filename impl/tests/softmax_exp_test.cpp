@@ -86,3 +86,33 @@ TEST_CASE("the softmax exp of 0, -inf, NaN and arguments past -104") {
     }
   }
 }
+
+TEST_CASE("the softmax exp of four vectors at once gives each vector's own bits") {
+  // Blocks whose lanes are all >= -87 (one multiplication for the block) and
+  // blocks with one lane below it, -inf or NaN (each vector on its own), and a
+  // tail shorter than a block.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x;
+  for (int i = 0; i < 4000; ++i) x.push_back(-0.0217f * static_cast<float>(i % 4001));  // [-86.8, 0]
+  for (const float odd : {-87.5f, -88.0f, -103.0f, -inf, nan, -1e30f}) {
+    const size_t at = x.size() - 77;
+    for (size_t i = 0; i < 128; ++i) x.push_back(-0.5f * static_cast<float>(i % 7));
+    x[at] = odd;
+  }
+  x.push_back(-1.0f);
+  std::vector<float> one(x.size()), blocks(x.size());
+  Restore restore;
+  for (const std::string& target : attncheck::available_targets()) {
+    INFO(target);
+    attncheck::force_target(target);
+    attncheck::detail::softmax_exp(x.data(), one.data(), x.size());
+    attncheck::detail::softmax_exp_blocks(x.data(), blocks.data(), x.size());
+    size_t differ = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (to_bits(one[i]) == to_bits(blocks[i])) continue;
+      if (differ++ == 0) UNSCOPED_INFO("first at x = " << x[i] << ": " << one[i] << " one by one, " << blocks[i] << " in blocks");
+    }
+    CHECK(differ == 0);
+  }
+}
