@@ -818,7 +818,8 @@ class DecodeWorker {
     // 0.98-0.99x; docs/performance-decode.md).
     const float* vblock = v + j0 * dv;
     Prefetcher ahead = AfterThisBlock(v, j0, k1);
-    ahead.Spread(pv_in_lanes_ ? hwy::DivCeil(kcount, kTermsPerStep) * hwy::DivCeil(vecs, 2) * hwy::DivCeil(dv, kColumnBlock)
+    ahead.Spread(pv_in_lanes_ ? hwy::DivCeil(kcount, kTermsPerStep) * hwy::DivCeil(vecs, 2) *
+                                    hwy::DivCeil(dv, kColumnBlock)
                               : kcount * (rows4_ / kGroupRows) * hwy::DivCeil(dv / N, kGroupVecs));
     if (pv_in_lanes_) {
       size_t v0 = 0;

@@ -111,7 +111,8 @@ TEST_CASE("the softmax exp of four vectors at once gives each vector's own bits"
     size_t differ = 0;
     for (size_t i = 0; i < x.size(); ++i) {
       if (to_bits(one[i]) == to_bits(blocks[i])) continue;
-      if (differ++ == 0) UNSCOPED_INFO("first at x = " << x[i] << ": " << one[i] << " one by one, " << blocks[i] << " in blocks");
+      if (differ++ == 0)
+        UNSCOPED_INFO("first at x = " << x[i] << ": " << one[i] << " one by one, " << blocks[i] << " in blocks");
     }
     CHECK(differ == 0);
   }
