@@ -67,7 +67,6 @@
 #include "kernel_args.h"
 #include "thread_pool.h"
 
-extern "C" int attncheck_dbg_mode;  // DBG
 HWY_BEFORE_NAMESPACE();
 namespace attncheck::detail::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
