@@ -354,16 +354,6 @@ HWY_INLINE VF ExpOfRemainder(DF d, VF x, VF n) {
   return p;
 }
 
-// exp(x) for the softmax's arguments, x <= 0 (0 for -inf and NaN, as hn::Exp).
-// AVX-512: x = n·ln2 + r, |r| <= ln2/2, e^r by Horner on hn::Exp's (Cephes')
-// coefficients, and 2^n applied by VSCALEFPS, which rounds a result below
-// float's normal range once, as a subnormal: 13 vector operations where
-// hn::Exp takes about 24 (two multiplications by powers of two for that range).
-// AVX2: the same n, r and polynomial; 2^n built in the exponent field and
-// applied by one multiplication while every lane's 2^n is a normal float
-// (x >= -87, nearly always), else by two as hn::Exp: 16 operations in the
-// common case. Square prefill on the AMD EPYC Zen 3 VM took 0.88-0.96x the
-// time with it (docs/performance.md, "AVX2: a cheaper exp, P · V in blocks of 4 × 3").
 #if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
 // p · 2^n for n = t − 1.5 · 2^23 (t from adding that shifter to x / ln 2, so
 // that the low bits of t hold n) when 2^n is a normal float: n << 23 is t << 23.
@@ -374,6 +364,16 @@ HWY_INLINE VF ScaleByNormalPowerOfTwo(DF d, VF p, VF t) {
 }
 #endif
 
+// exp(x) for the softmax's arguments, x <= 0 (0 for -inf and NaN, as hn::Exp).
+// AVX-512: x = n·ln2 + r, |r| <= ln2/2, e^r by Horner on hn::Exp's (Cephes')
+// coefficients, and 2^n applied by VSCALEFPS, which rounds a result below
+// float's normal range once, as a subnormal: 13 vector operations where
+// hn::Exp takes about 24 (two multiplications by powers of two for that range).
+// AVX2: the same n, r and polynomial; 2^n built in the exponent field and
+// applied by one multiplication while every lane's 2^n is a normal float
+// (x >= -87, nearly always), else by two as hn::Exp: 16 operations in the
+// common case. Square prefill on the AMD EPYC Zen 3 VM took 0.88-0.96x the
+// time with it (docs/performance.md, "AVX2: a cheaper exp, P · V in blocks of 4 × 3").
 HWY_INLINE VF SoftmaxExp(DF d, VF x) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   static_assert(hn::MaxLanes(DF()) == 16, "one __m512 per vector");
