@@ -354,16 +354,6 @@ HWY_INLINE VF ExpOfRemainder(DF d, VF x, VF n) {
   return p;
 }
 
-#if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
-// p · 2^n for n = t − 1.5 · 2^23 (t from adding that shifter to x / ln 2, so
-// that the low bits of t hold n) when 2^n is a normal float: n << 23 is t << 23.
-HWY_INLINE VF ScaleByNormalPowerOfTwo(DF d, VF p, VF t) {
-  const hn::RebindToSigned<DF> di;
-  const auto exponent = hn::ShiftLeft<23>(hn::BitCast(di, t));  // n << 23
-  return hn::Mul(p, hn::BitCast(d, hn::Add(exponent, hn::Set(di, 127 << 23))));
-}
-#endif
-
 // exp(x) for the softmax's arguments, x <= 0 (0 for -inf and NaN, as hn::Exp).
 // AVX-512: x = n·ln2 + r, |r| <= ln2/2, e^r by Horner on hn::Exp's (Cephes')
 // coefficients, and 2^n applied by VSCALEFPS, which rounds a result below
@@ -374,6 +364,9 @@ HWY_INLINE VF ScaleByNormalPowerOfTwo(DF d, VF p, VF t) {
 // (x >= -87, nearly always), else by two as hn::Exp: 16 operations in the
 // common case. Square prefill on the AMD EPYC Zen 3 VM took 0.88-0.96x the
 // time with it (docs/performance.md, "AVX2: a cheaper exp, P · V in blocks of 4 × 3").
+// kNormal: the caller has checked that every lane is >= -87 (SoftmaxExpBlock),
+// so AVX2 takes the one-multiplication path without a branch.
+template <bool kNormal = false>
 HWY_INLINE VF SoftmaxExp(DF d, VF x) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   static_assert(hn::MaxLanes(DF()) == 16, "one __m512 per vector");
@@ -385,7 +378,7 @@ HWY_INLINE VF SoftmaxExp(DF d, VF x) {
   return VF{_mm512_scalef_ps(p.raw, n.raw)};
 #elif HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
   const hn::RebindToSigned<DF> di;
-  x = hn::Max(x, hn::Set(d, -104.0f));  // -inf and NaN go there too (the second operand), as above
+  if constexpr (!kNormal) x = hn::Max(x, hn::Set(d, -104.0f));  // -inf and NaN too (the second operand), as above
   // n = x / ln 2 rounded to nearest even by adding 1.5 · 2^23: the low bits of
   // t then hold n, so that t << 23 is n << 23, the exponent field of 2^n.
   const VF shifter = hn::Set(d, 12582912.0f);
@@ -393,7 +386,8 @@ HWY_INLINE VF SoftmaxExp(DF d, VF x) {
   const VF n = hn::Sub(t, shifter);
   const VF p = ExpOfRemainder(d, x, n);
   // n >= -126 (x >= -87): 2^n is a normal float, one multiplication.
-  if (HWY_LIKELY(hn::AllTrue(d, hn::Ge(x, hn::Set(d, -87.0f))))) return ScaleByNormalPowerOfTwo(d, p, t);
+  if (kNormal || HWY_LIKELY(hn::AllTrue(d, hn::Ge(x, hn::Set(d, -87.0f)))))
+    return hn::Mul(p, hn::BitCast(d, hn::Add(hn::ShiftLeft<23>(hn::BitCast(di, t)), hn::Set(di, 127 << 23))));
   // Down to n = -150: 2^n as 2^(n - h) · 2^h, h = n / 2 (both normal), so
   // that only the second product rounds, as hn::Exp does.
   const auto ni = hn::ConvertTo(di, n);
@@ -423,11 +417,7 @@ HWY_INLINE void SoftmaxExpBlock(DF d, VF (&x)[kCount]) {
   auto all_normal = hn::Ge(x[0], normal);
   for (size_t c = 1; c < kCount; ++c) all_normal = hn::And(all_normal, hn::Ge(x[c], normal));
   if (HWY_LIKELY(hn::AllTrue(d, all_normal))) {
-    const VF shifter = hn::Set(d, 12582912.0f);
-    for (size_t c = 0; c < kCount; ++c) {
-      const VF t = hn::Add(hn::Mul(x[c], hn::Set(d, 1.44269504088896341f)), shifter);
-      x[c] = ScaleByNormalPowerOfTwo(d, ExpOfRemainder(d, x[c], hn::Sub(t, shifter)), t);
-    }
+    for (size_t c = 0; c < kCount; ++c) x[c] = SoftmaxExp</*kNormal=*/true>(d, x[c]);
     return;
   }
 #endif

@@ -96,9 +96,8 @@ TEST_CASE("the softmax exp of four vectors at once gives each vector's own bits"
   std::vector<float> x;
   for (int i = 0; i < 4000; ++i) x.push_back(-0.0217f * static_cast<float>(i % 4001));  // [-86.8, 0]
   for (const float odd : {-87.5f, -88.0f, -103.0f, -inf, nan, -1e30f}) {
-    const size_t at = x.size() - 77;
     for (size_t i = 0; i < 128; ++i) x.push_back(-0.5f * static_cast<float>(i % 7));
-    x[at] = odd;
+    x[x.size() - 77] = odd;  // one lane of one block among the 128 values just added
   }
   x.push_back(-1.0f);
   std::vector<float> one(x.size()), blocks(x.size());
