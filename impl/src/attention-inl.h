@@ -513,47 +513,65 @@ HWY_INLINE void AccumulateGroup(DF d, const float* HWY_RESTRICT p, size_t p_row,
     for (size_t c = 0; c < kVecs; ++c) hn::Store(acc[r][c], d, o + r * os + c * N);
 }
 
-// Vectors of d_v per register block of the tiled path's P · V (AccumulateTile)
-// with 16 vector registers: 4 × 3 accumulators, 3 loaded vectors and a
-// broadcast fill them, and 12 independent sums keep both FMA units busy where
-// 4 × 2 gave 8 sums for FMAs of 4 cycles' latency. On the AMD EPYC Zen 3 VM
-// (AVX2), square prefill n = 1024 took 0.95-0.99x the time with it (d = 64
-// and 128, 1 thread; docs/performance.md, "AVX2: a cheaper exp, P · V in
-// blocks of 4 × 3"). The score loop keeps 4 × 2: with 4 × 3 there too the
-// call took 0.99-1.05x the time (its partial sums need registers too).
+// Vectors of d_v per register block of P · V by rows (AccumulateRowGroup: the
+// tiled path's AccumulateTile, the decode path's AccumulateRows) with 16
+// vector registers: 4 × 3 accumulators, 3 loaded vectors and a broadcast fill
+// them, and 12 independent sums keep both FMA units busy where 4 × 2 gave 8
+// sums for FMAs of 4 cycles' latency. On the AMD EPYC Zen 3 VM (AVX2), square
+// prefill n = 1024 took 0.95-0.99x the time with it (d = 64 and 128, 1
+// thread; docs/performance.md, "AVX2: a cheaper exp, P · V in blocks of
+// 4 × 3"). The score loop keeps 4 × 2: with 4 × 3 there too the call took
+// 0.99-1.05x the time (its partial sums need registers too), and with 6 × 2
+// (rows 6 + 6 + 4) 1.02-1.07x (docs/performance.md, "AVX2: where a square
+// call's time goes").
 constexpr size_t kOutputVecs = kSixteenVectorRegisters ? 3 : kGroupVecs;
 
-// The output update of one tile over one panel, d_v in register blocks of
-// kOutputVecs vectors, then of three, two or one; with blocks of three, four
-// vectors left take two blocks of two (three and one would leave one block
-// with four sums only).
+// Width of the register block at vector c of d_v's `vecs` for P · V: kOutputVecs
+// vectors, then three, two or one; with blocks of three, four vectors left
+// take two blocks of two (three and one would leave one block with four sums
+// only).
+inline size_t OutputBlockWidth(size_t c, size_t vecs) {
+  const size_t left = vecs - c;
+  if (left >= kOutputVecs && !(kOutputVecs == 3 && left == 4)) return kOutputVecs;
+  return std::min<size_t>(left, left == 3 ? 3 : 2);
+}
+
+// Register blocks (AccumulateGroup calls) of P · V over `vecs` vectors of d_v.
+inline size_t OutputBlocks(size_t vecs) {
+  size_t blocks = 0;
+  for (size_t c = 0; c < vecs; c += OutputBlockWidth(c, vecs)) ++blocks;
+  return blocks;
+}
+
+// AccumulateGroup over `vecs` whole vectors of d_v for kGroupRows rows, in
+// blocks of OutputBlockWidth.
+template <class Ahead>
+HWY_INLINE void AccumulateRowGroup(DF d, const float* HWY_RESTRICT p, size_t p_row, size_t p_key, size_t kcount,
+                                   const float* HWY_RESTRICT v, size_t vs, float* HWY_RESTRICT o, size_t os,
+                                   size_t vecs, const float* HWY_RESTRICT alpha, Ahead& ahead) {
+  const size_t N = hn::Lanes(d);
+  for (size_t c = 0; c < vecs;) {
+    const size_t width = OutputBlockWidth(c, vecs);
+    if (width == kOutputVecs)
+      AccumulateGroup<kOutputVecs>(d, p, p_row, p_key, kcount, v + c * N, vs, o + c * N, os, alpha, ahead);
+    else if (width == 3)
+      AccumulateGroup<3>(d, p, p_row, p_key, kcount, v + c * N, vs, o + c * N, os, alpha, ahead);
+    else if (width == 2)
+      AccumulateGroup<2>(d, p, p_row, p_key, kcount, v + c * N, vs, o + c * N, os, alpha, ahead);
+    else
+      AccumulateGroup<1>(d, p, p_row, p_key, kcount, v + c * N, vs, o + c * N, os, alpha, ahead);
+    c += width;
+  }
+}
+
+// The output update of one tile over one panel.
 HWY_INLINE void AccumulateTile(DF d, const float* HWY_RESTRICT p, size_t kcount,
                                const float* HWY_RESTRICT v, size_t vs, float* HWY_RESTRICT o,
                                size_t dvp, const float* HWY_RESTRICT alpha) {
-  const size_t N = hn::Lanes(d);
-  const size_t vecs = dvp / N;
   NoPrefetch none;
-  for (size_t g = 0; g < kTileRows; g += kGroupRows) {
-    const float* pg = p + g * kPanelKeys;
-    float* og = o + g * dvp;
-    const float* ag = alpha + g;
-    for (size_t c = 0; c < vecs;) {
-      const size_t left = vecs - c;
-      if (left >= kOutputVecs && !(kOutputVecs == 3 && left == 4)) {
-        AccumulateGroup<kOutputVecs>(d, pg, kPanelKeys, 1, kcount, v + c * N, vs, og + c * N, dvp, ag, none);
-        c += kOutputVecs;
-      } else if (left == 3) {
-        AccumulateGroup<3>(d, pg, kPanelKeys, 1, kcount, v + c * N, vs, og + c * N, dvp, ag, none);
-        c += 3;
-      } else if (left >= 2) {
-        AccumulateGroup<2>(d, pg, kPanelKeys, 1, kcount, v + c * N, vs, og + c * N, dvp, ag, none);
-        c += 2;
-      } else {
-        AccumulateGroup<1>(d, pg, kPanelKeys, 1, kcount, v + c * N, vs, og + c * N, dvp, ag, none);
-        c += 1;
-      }
-    }
-  }
+  for (size_t g = 0; g < kTileRows; g += kGroupRows)
+    AccumulateRowGroup(d, p + g * kPanelKeys, kPanelKeys, 1, kcount, v, vs, o + g * dvp, dvp, dvp / hn::Lanes(d),
+                       alpha + g, none);
 }
 
 // The buffers of one call's workers (rows, scores, outputs, partials), carved

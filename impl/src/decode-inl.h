@@ -504,10 +504,13 @@ class DecodeWorker {
         alpha_[r] = m_[r] == kNegInf ? 0.0f : std::exp(m_[r] - m_new);
         const VF shift = hn::Set(d_, m_new);
         VF sum = hn::Zero(d_);
-        for (size_t c = 0; c < kPanelKeys; c += N) {
-          const VF pv = SoftmaxExp(d_, hn::Sub(hn::Mul(hn::Load(d_, srow + c), scale), shift));
-          hn::Store(pv, d_, srow + c);
-          sum = hn::Add(sum, pv);
+        constexpr size_t kRowVecs = kPanelKeys / hn::MaxLanes(DF());  // N is MaxLanes on fixed-width targets
+        VF p[kRowVecs];  // the row's exps in one SoftmaxExpBlock, as SoftmaxTile's
+        for (size_t c = 0; c < kRowVecs; ++c) p[c] = hn::Sub(hn::Mul(hn::Load(d_, srow + c * N), scale), shift);
+        SoftmaxExpBlock(d_, p);
+        for (size_t c = 0; c < kRowVecs; ++c) {
+          hn::Store(p[c], d_, srow + c * N);
+          sum = hn::Add(sum, p[c]);
         }
         l_[r] = l_[r] * alpha_[r] + hn::GetLane(hn::SumOfLanes(d_, sum));
         m_[r] = m_new;
@@ -531,7 +534,7 @@ class DecodeWorker {
       }
       if (four_keys_) {  // the next block's values fetched during this one's P · V
         Prefetcher ahead = AfterThisBlock(v, j0, k1);
-        ahead.Spread(kcount * (rows4_ / kGroupRows) * hwy::DivCeil(dv_vecs, kGroupVecs));
+        ahead.Spread(kcount * (rows4_ / kGroupRows) * OutputBlocks(dv_vecs));
         AccumulateRows(s_, kPanelKeys, 1, kcount, vblock, ahead);
         ahead.Finish();
         continue;
@@ -615,8 +618,10 @@ class DecodeWorker {
 
   // o_[r] = alpha_[r] · o_[r] + Σ_{j<kcount} p[r][j] · v[j] for every row of
   // rows4_ (v: the block's rows of V, stride d_v), p[r][j] = p[r · p_row + j · p_key];
-  // register blocks of kGroupRows rows by up to kGroupVecs vectors, the
-  // columns past the last whole vector one by one.
+  // register blocks of kGroupRows rows by the tiled path's widths
+  // (AccumulateRowGroup; with 16 registers 4 × 3 against 4 × 2 before: at 2-12
+  // rows on the AMD EPYC Zen 3 VM 0.95-0.99x the time), the columns past the
+  // last whole vector one by one.
   template <class Ahead>
   HWY_INLINE void AccumulateRows(const float* HWY_RESTRICT p, size_t p_row, size_t p_key, size_t kcount,
                                  const float* HWY_RESTRICT v, Ahead& ahead) {
@@ -626,15 +631,7 @@ class DecodeWorker {
       const float* pg = p + g * p_row;
       float* og = o_ + g * dvp;
       const float* ag = alpha_ + g;
-      size_t c = 0;
-      for (; c + kGroupVecs <= dv_vecs; c += kGroupVecs)
-        AccumulateGroup<kGroupVecs>(d_, pg, p_row, p_key, kcount, v + c * N, dv, og + c * N, dvp, ag, ahead);
-      switch (dv_vecs - c) {
-        case 3: AccumulateGroup<3>(d_, pg, p_row, p_key, kcount, v + c * N, dv, og + c * N, dvp, ag, ahead); break;
-        case 2: AccumulateGroup<2>(d_, pg, p_row, p_key, kcount, v + c * N, dv, og + c * N, dvp, ag, ahead); break;
-        case 1: AccumulateGroup<1>(d_, pg, p_row, p_key, kcount, v + c * N, dv, og + c * N, dvp, ag, ahead); break;
-        default: break;
-      }
+      AccumulateRowGroup(d_, pg, p_row, p_key, kcount, v, dv, og, dvp, dv_vecs, ag, ahead);
       for (size_t r = g; r < g + kGroupRows; ++r) {  // columns past the last whole vector
         for (size_t col = dv_vecs * N; col < dv; ++col) {
           float acc = o_[r * dvp + col] * alpha_[r];
@@ -820,7 +817,7 @@ class DecodeWorker {
     Prefetcher ahead = AfterThisBlock(v, j0, k1);
     ahead.Spread(pv_in_lanes_ ? hwy::DivCeil(kcount, kTermsPerStep) * hwy::DivCeil(vecs, 2) *
                                     hwy::DivCeil(dv, kColumnBlock)
-                              : kcount * (rows4_ / kGroupRows) * hwy::DivCeil(dv / N, kGroupVecs));
+                              : kcount * (rows4_ / kGroupRows) * OutputBlocks(dv / N));
     if (pv_in_lanes_) {
       size_t v0 = 0;
       if constexpr (kWideRowBlocks) {
