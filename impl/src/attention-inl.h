@@ -424,6 +424,28 @@ HWY_INLINE void SoftmaxExpBlock(DF d, VF (&x)[kCount]) {
   for (size_t c = 0; c < kCount; ++c) x[c] = SoftmaxExp(d, x[c]);
 }
 
+// row[0 .. kPanelKeys) = exp(row · scale − shift), the row's vectors in one
+// SoftmaxExpBlock; returns their sum by lanes, the vectors added in order.
+// Masked scores are -inf; SoftmaxExp returns exactly 0 for them. The logit
+// is rounded before the max is subtracted (not one fused multiply-
+// subtract): shift is the rounded max logit, so the max's argument is exactly
+// 0 and no argument exceeds it. With a fused s·multiplier − m the max's
+// argument is the product's rounding error, which for logits past 2^31
+// exceeds ±88 and sends exp to inf (NaN rows) or to 0 (all-zero rows).
+HWY_INLINE VF ExpRow(DF d, float* HWY_RESTRICT row, VF scale, VF shift) {
+  const size_t N = hn::Lanes(d);
+  constexpr size_t kVecs = kPanelKeys / hn::MaxLanes(DF());  // N is MaxLanes on fixed-width targets
+  VF p[kVecs];
+  for (size_t c = 0; c < kVecs; ++c) p[c] = hn::Sub(hn::Mul(hn::Load(d, row + c * N), scale), shift);
+  SoftmaxExpBlock(d, p);
+  VF sum = hn::Zero(d);
+  for (size_t c = 0; c < kVecs; ++c) {
+    hn::Store(p[c], d, row + c * N);
+    sum = hn::Add(sum, p[c]);
+  }
+  return sum;
+}
+
 // Online softmax over one tile: turns each row of dot products s into
 // exp(s · multiplier - m_new), updates the running max m and sum l (in logit
 // units), and leaves in alpha the factor by which the row's partial output
@@ -463,20 +485,7 @@ HWY_INLINE void SoftmaxTile(DF d, float* HWY_RESTRICT s, float multiplier, float
         for (size_t c = 0; c < kVecs; ++c) hn::Store(hn::Zero(d), d, row + c * N);
         continue;
       }
-      const VF shift = hn::Set(d, m_new[r]);
-      // Masked scores are -inf; SoftmaxExp returns exactly 0 for them. The logit
-      // is rounded before the max is subtracted (not one fused multiply-
-      // subtract): m is the rounded max logit, so the max's argument is exactly
-      // 0 and no argument exceeds it. With a fused s·multiplier − m the max's
-      // argument is the product's rounding error, which for logits past 2^31
-      // exceeds ±88 and sends exp to inf (NaN rows) or to 0 (all-zero rows).
-      VF p[kVecs];
-      for (size_t c = 0; c < kVecs; ++c) p[c] = hn::Sub(hn::Mul(hn::Load(d, row + c * N), scale), shift);
-      SoftmaxExpBlock(d, p);
-      for (size_t c = 0; c < kVecs; ++c) {
-        hn::Store(p[c], d, row + c * N);
-        sums[i] = hn::Add(sums[i], p[c]);
-      }
+      sums[i] = ExpRow(d, row, scale, hn::Set(d, m_new[r]));
     }
     for (size_t i = 0; i < N; ++i) sums[i] = BitReverseLanes(d, sums[i]);
     const VF row_sum = ReduceRows(d, sums, [](VF a, VF b) { return hn::Add(a, b); });

@@ -502,16 +502,7 @@ class DecodeWorker {
         }
         // exp(-inf) = 0 on a row's first readable block.
         alpha_[r] = m_[r] == kNegInf ? 0.0f : std::exp(m_[r] - m_new);
-        const VF shift = hn::Set(d_, m_new);
-        VF sum = hn::Zero(d_);
-        constexpr size_t kRowVecs = kPanelKeys / hn::MaxLanes(DF());  // N is MaxLanes on fixed-width targets
-        VF p[kRowVecs];  // the row's exps in one SoftmaxExpBlock, as SoftmaxTile's
-        for (size_t c = 0; c < kRowVecs; ++c) p[c] = hn::Sub(hn::Mul(hn::Load(d_, srow + c * N), scale), shift);
-        SoftmaxExpBlock(d_, p);
-        for (size_t c = 0; c < kRowVecs; ++c) {
-          hn::Store(p[c], d_, srow + c * N);
-          sum = hn::Add(sum, p[c]);
-        }
+        const VF sum = ExpRow(d_, srow, scale, hn::Set(d_, m_new));
         l_[r] = l_[r] * alpha_[r] + hn::GetLane(hn::SumOfLanes(d_, sum));
         m_[r] = m_new;
       }
